@@ -119,7 +119,8 @@ class Primitive:
 
         s = self.size
         if self.shape == "sphere":
-            m = trimesh.creation.icosphere(subdivisions=4, radius=s["radius"])
+            subdivisions = max(3, min(6, int(math.log2(sections)) - 2))  # 64 sections → 4, 512 → 6
+            m = trimesh.creation.icosphere(subdivisions=subdivisions, radius=s["radius"])
         elif self.shape == "cube":
             m = trimesh.creation.box(extents=(s["edge"],) * 3)
         elif self.shape == "cylinder":

@@ -1,0 +1,113 @@
+"""`orchard-build`: build case directories from configs, and validate datasets.
+
+    orchard-build --task inclined_plane [--out orchard/] [--scenes scenes/] [--jobs N]
+    orchard-build --all
+    orchard-build validate orchard/
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .config import default_materials_path
+from .errors import ConfigError, OrchardError
+from .materials import load_materials
+from .resources import scenes_dir
+from .tasks import TASK_NAMES
+
+SUBCOMMANDS = ("build", "validate")
+
+
+def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Build Orchard case directories from case configs.")
+    sel = p.add_mutually_exclusive_group(required=True)
+    sel.add_argument("--task", action="append", choices=TASK_NAMES, metavar="TASK",
+                     help=f"task to build (repeatable): {', '.join(TASK_NAMES)}")
+    sel.add_argument("--all", action="store_true", help="build every task")
+    sel.add_argument("--config", action="append", type=Path, metavar="FILE", help="build these config files")
+    p.add_argument("--out", type=Path, default=Path("orchard"), help="dataset root (default: ./orchard)")
+    p.add_argument("--scenes", type=Path, default=None, help="config folder (default: the shipped scenes/)")
+    p.add_argument("--materials", type=Path, default=None, help="material library (default: <scenes>/materials.yaml)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
+    p.add_argument("--force", action="store_true", help="rebuild cases whose config and tool version are unchanged")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--version", action="version", version=f"orchard-build {__version__}")
+    return p
+
+
+def _validate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orchard-build validate",
+                                description="Check a dataset against the schemas and cross-file rules.")
+    p.add_argument("dataset", type=Path, help="dataset root holding dataset.json")
+    p.add_argument("--materials", type=Path, default=None,
+                   help="material library to check masses against (default: the shipped one)")
+    return p
+
+
+def _top_help() -> str:
+    return (_build_parser().format_help()
+            + "\nsubcommands:\n  validate DIR   check a dataset (orchard-build validate --help)\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(_top_help())
+        return 0
+    command = argv.pop(0) if argv and argv[0] in SUBCOMMANDS else "build"
+    try:
+        if command == "validate":
+            return _cmd_validate(_validate_parser().parse_args(argv))
+        return _cmd_build(_build_parser().parse_args(argv))
+    except OrchardError as exc:
+        errors = getattr(exc, "errors", [str(exc)])
+        for e in errors:
+            print(f"error: {e}", file=sys.stderr)
+        print(f"{len(errors)} error(s); nothing was written.", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished cases are kept, the case in progress was discarded", file=sys.stderr)
+        return 130
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .build import build, find_configs
+
+    scenes = args.scenes or scenes_dir()
+    materials = args.materials or default_materials_path(scenes)
+    if args.config:
+        paths = list(args.config)
+    else:
+        tasks = TASK_NAMES if args.all else tuple(dict.fromkeys(args.task))
+        paths = find_configs(scenes, tasks)
+        missing = [t for t in tasks if not find_configs(scenes, [t])]
+        if missing:
+            raise ConfigError(scenes, "", f"no configs for task(s) {', '.join(missing)} under {scenes}")
+    if args.jobs < 1:
+        raise ConfigError("--jobs", "", "must be at least 1")
+    report = build(paths, materials, args.out, jobs=args.jobs, force=args.force, progress=not args.no_progress)
+    print(f"built {len(report.built)}, skipped {len(report.skipped)} (unchanged), failed {len(report.failed)} "
+          f"→ {args.out}")
+    for case_id, reason in report.failed:
+        print(f"FAILED {case_id}: {reason}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import validate_dataset
+
+    materials = load_materials(args.materials or default_materials_path())
+    problems = validate_dataset(args.dataset, materials)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} problem(s) in {args.dataset}", file=sys.stderr)
+        return 1
+    print(f"{args.dataset}: valid")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

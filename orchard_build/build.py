@@ -103,7 +103,14 @@ def write_core_artifacts(case: PreparedCase, stage: Path, artifacts: dict) -> No
     })
 
 
-PRODUCERS: list[Producer] = [write_core_artifacts]
+def producers_for(render: bool) -> list[Producer]:
+    """JSON/text artifacts always; images, video and render passes when `render` is set."""
+    producers: list[Producer] = [write_core_artifacts]
+    if render:
+        from .render_case import write_render_artifacts
+
+        producers.append(write_render_artifacts)
+    return producers
 
 
 def case_dir(out_root: Path, case_id: str) -> Path:
@@ -122,13 +129,13 @@ def is_up_to_date(case: PreparedCase, out_root: Path) -> bool:
             and doc.get("provenance", {}).get("tool_version") == __version__)
 
 
-def build_case(case: PreparedCase, out_root: Path, producers: list[Producer] | None = None) -> Path:
+def build_case(case: PreparedCase, out_root: Path, render: bool = True) -> Path:
     staging_root = out_root / STAGING_DIR
     staging_root.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=staging_root, prefix="case-"))
     try:
         artifacts: dict[str, str] = {}
-        for produce in producers or PRODUCERS:
+        for produce in producers_for(render):
             produce(case, stage, artifacts)
         write_json(stage / "case.json", case_doc(case.config, artifacts, provenance()))
         final = case_dir(out_root, case.config.case_id)
@@ -155,14 +162,15 @@ def write_dataset_index(out_root: Path, name: str = "orchard") -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-def _build_one(config_path: str, materials_path: str, out_root: str) -> str:
+def _build_one(config_path: str, materials_path: str, out_root: str, render: bool) -> str:
     materials = load_materials(materials_path)
     case = prepare([Path(config_path)], materials)[0]
-    return str(build_case(case, Path(out_root)))
+    return str(build_case(case, Path(out_root), render))
 
 
 def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1, force: bool = False,
-          progress: bool = True) -> BuildReport:
+          progress: bool = True, render: bool = True) -> BuildReport:
+    """Build every config into out_root. `render=False` writes the JSON/text artifacts only."""
     materials = load_materials(materials_path)
     prepared = prepare(paths, materials)  # raises before anything is written
     report = BuildReport()
@@ -177,11 +185,11 @@ def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1
     try:
         if jobs <= 1 or len(todo) <= 1:
             for case in todo:
-                _run_guarded(report, case.config.case_id, lambda c=case: build_case(c, out_root))
+                _run_guarded(report, case.config.case_id, lambda c=case: build_case(c, out_root, render))
                 bar.update(1)
         else:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(_build_one, str(c.path), str(materials_path), str(out_root)): c.config.case_id
+                futures = {pool.submit(_build_one, str(c.path), str(materials_path), str(out_root), render): c.config.case_id
                            for c in todo}
                 for fut in as_completed(futures):
                     _run_guarded(report, futures[fut], fut.result)

@@ -117,12 +117,14 @@ def case_dir(out_root: Path, case_id: str) -> Path:
     return out_root / CASES_DIR / case_id
 
 
-def is_up_to_date(case: PreparedCase, out_root: Path) -> bool:
+def is_up_to_date(case: PreparedCase, out_root: Path, render: bool = True) -> bool:
     """A case is current when its config, material library and tool version are unchanged."""
     path = case_dir(out_root, case.config.case_id) / "case.json"
     try:
         doc = read_json(path)
     except (OSError, ValueError):
+        return False
+    if render and "video" not in doc.get("artifacts", {}):
         return False
     return (doc.get("config", {}).get("sha256") == case.config.config_sha256
             and doc.get("config", {}).get("materials_sha256") == case.config.materials_sha256
@@ -137,7 +139,9 @@ def build_case(case: PreparedCase, out_root: Path, render: bool = True) -> Path:
         artifacts: dict[str, str] = {}
         for produce in producers_for(render):
             produce(case, stage, artifacts)
-        write_json(stage / "case.json", case_doc(case.config, artifacts, provenance()))
+        diag = stage / "diagnostics.json"
+        prov = provenance(*((read_json(diag)["engine"], read_json(diag)["playback"]) if diag.is_file() else ()))
+        write_json(stage / "case.json", case_doc(case.config, artifacts, prov))
         final = case_dir(out_root, case.config.case_id)
         replace_dir(stage, final)
         return final
@@ -176,7 +180,7 @@ def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1
     report = BuildReport()
     todo = []
     for case in prepared:
-        if not force and is_up_to_date(case, out_root):
+        if not force and is_up_to_date(case, out_root, render):
             report.skipped.append(case.config.case_id)
         else:
             todo.append(case)

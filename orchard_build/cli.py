@@ -32,6 +32,8 @@ def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
     p.add_argument("--materials", type=Path, default=None, help="material library (default: <scenes>/materials.yaml)")
     p.add_argument("--jobs", type=int, default=1, help="parallel worker processes (default 1)")
     p.add_argument("--force", action="store_true", help="rebuild cases whose config and tool version are unchanged")
+    p.add_argument("--no-render", action="store_true",
+                   help="write the JSON/text artifacts only (no simulation engine, images or video)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--version", action="version", version=f"orchard-build {__version__}")
     return p
@@ -87,7 +89,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
             raise ConfigError(scenes, "", f"no configs for task(s) {', '.join(missing)} under {scenes}")
     if args.jobs < 1:
         raise ConfigError("--jobs", "", "must be at least 1")
-    report = build(paths, materials, args.out, jobs=args.jobs, force=args.force, progress=not args.no_progress)
+    report = build(paths, materials, args.out, jobs=args.jobs, force=args.force,
+                   progress=not args.no_progress, render=not args.no_render)
     print(f"built {len(report.built)}, skipped {len(report.skipped)} (unchanged), failed {len(report.failed)} "
           f"→ {args.out}")
     for case_id, reason in report.failed:

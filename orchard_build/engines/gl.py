@@ -43,9 +43,6 @@ def configure() -> str:
         if _chosen in ("egl", "osmesa"):
             os.environ.setdefault("PYOPENGL_PLATFORM", _chosen)
         return _chosen
-    if "mujoco" in sys.modules:  # too late to choose: whatever mujoco picked stays
-        _chosen = os.environ.get("MUJOCO_GL", "default")
-        return _chosen
     platform = "egl"
     if not _probe("egl"):
         platform = "osmesa"
@@ -53,3 +50,19 @@ def configure() -> str:
     os.environ["PYOPENGL_PLATFORM"] = platform
     _chosen = platform
     return platform
+
+
+def context_class():
+    """The GLContext class of the configured platform.
+
+    Works even when `mujoco` was imported before :func:`configure` (then `mujoco.GLContext` may be
+    GLFW, which needs a display), as long as PyOpenGL has not yet been imported for another platform.
+    """
+    platform = configure()
+    if platform == "egl":
+        from mujoco.egl import GLContext
+    elif platform == "osmesa":
+        from mujoco.osmesa import GLContext
+    else:
+        from mujoco import GLContext
+    return GLContext

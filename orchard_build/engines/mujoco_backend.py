@@ -176,7 +176,7 @@ class MujocoBackend:
             return {oid: bodies.state(data, oid) for oid in bodies.ids}
 
         step = 0
-        prev, cur = None, snapshot()
+        prev = None
         max_pen = 0.0
         for i, t in enumerate(times):
             k = t / dt
@@ -184,13 +184,15 @@ class MujocoBackend:
             exact = abs(k - k_round) < 1e-6
             target = int(k_round) if exact else int(math.ceil(k))
             while step < target:
+                if step == target - 1 and not exact:
+                    prev = snapshot()  # the interpolation needs the step before `target`
                 mujoco.mj_step(model, data)
                 step += 1
-                prev, cur = cur, snapshot()
                 touching = bodies.touching(data)
                 if touching:
                     max_pen = max(max_pen, max(touching.values()))
                 log.update(step * dt, touching)
+            cur = snapshot()
             for oid in bodies.ids:
                 if exact or prev is None:
                     vals = cur[oid]

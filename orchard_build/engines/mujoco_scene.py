@@ -376,7 +376,7 @@ def build_mjcf(config, *, offscreen: tuple[int, int] | None = None, friction: st
         f'  <statistic extent="{_f(EXTENT)}" center="{_v(np.round(center, 9))}"/>',
         "  <visual>",
         f'    <global offwidth="{off_w}" offheight="{off_h}"/>',
-        f'    <quality shadowsize="{shadow_size}" offsamples="4"/>',
+        f'    <quality shadowsize="{shadow_size}" offsamples="4" numslices="64" numstacks="48"/>',
         '    <headlight ambient="0.34 0.34 0.34" diffuse="0.22 0.22 0.22" specular="0.05 0.05 0.05"/>',
         f'    <map znear="{_f(ZNEAR / EXTENT)}" zfar="{_f(ZFAR / EXTENT)}" shadowclip="{_f(round(shadowclip / EXTENT, 6))}"/>',
         "  </visual>",

@@ -91,47 +91,59 @@ class _Bodies:
         w_body = np.array(data.qvel[v + 3:v + 6])
         return np.array(data.qpos[a:a + 3]), q, np.array(data.qvel[v:v + 3]), _quat_to_mat(q) @ w_body
 
-    def touching(self, data) -> dict[tuple[str, str], float]:
-        """Entity pairs in contact now, with their deepest penetration (positive metres)."""
-        out: dict[tuple[str, str], float] = {}
+    def touching(self, data) -> dict[tuple[str, str], tuple[float, int, int]]:
+        """Entity pairs in contact now: deepest penetration (positive metres) and that contact's geoms."""
+        out: dict[tuple[str, str], tuple[float, int, int]] = {}
         for i in range(data.ncon):
             c = data.contact[i]
             if c.exclude:
                 continue
             a, b = self.geom_entity[c.geom1], self.geom_entity[c.geom2]
             key = (a, b) if a <= b else (b, a)
-            out[key] = max(out.get(key, 0.0), -float(c.dist))
+            pen = -float(c.dist)
+            if key not in out or pen > out[key][0]:
+                out[key] = (pen, int(c.geom1), int(c.geom2))
         return out
 
 
 class _ContactLog:
-    """Begin/end events between entity pairs; a separation shorter than `debounce` s is ignored."""
+    """Begin/end events between entity pairs.
 
-    def __init__(self, debounce: float):
-        self.debounce = debounce
-        self.active: dict[tuple[str, str], float | None] = {}  # pair -> time it was last seen apart (None: touching)
+    A pair that stops touching is only reported as ended (at the time it stopped) once its gap exceeds
+    `separation` metres, so micro-rebounds on a resting or rolling contact (e.g. at the joints of a
+    track's segments, sub-0.1 mm) do not produce spurious events.
+    """
+
+    def __init__(self, separation: float, distance):
+        self.separation = separation
+        self.distance = distance  # (geom1, geom2) -> current gap in metres
+        self.active: dict[tuple[str, str], tuple[float | None, int, int]] = {}  # pair -> (apart since, geoms)
         self.events: list[ContactEvent] = []
 
-    def update(self, t: float, touching: Iterable[tuple[str, str]]) -> None:
-        now = set(touching)
-        for pair in sorted(now):
+    def update(self, t: float, touching: dict[tuple[str, str], tuple[float, int, int]]) -> None:
+        for pair in sorted(touching):
             if pair not in self.active:
                 self.events.append(ContactEvent(t, pair[0], pair[1], "begin"))
-            self.active[pair] = None
-        for pair in sorted(set(self.active) - now):
-            apart = self.active[pair]
+            self.active[pair] = (None, touching[pair][1], touching[pair][2])
+        for pair in sorted(set(self.active) - set(touching)):
+            apart, g1, g2 = self.active[pair]
             if apart is None:
-                self.active[pair] = t
-            elif t - apart >= self.debounce - 1e-12:
+                apart = t
+                self.active[pair] = (apart, g1, g2)
+            if self.distance(g1, g2) > self.separation:
                 self.events.append(ContactEvent(apart, pair[0], pair[1], "end"))
                 del self.active[pair]
 
     def finish(self) -> list[ContactEvent]:
-        for pair in sorted(self.active):
-            apart = self.active[pair]
-            if apart is not None:
-                self.events.append(ContactEvent(apart, pair[0], pair[1], "end"))
         return sorted(self.events, key=lambda e: (e.t, e.body_a, e.body_b, e.kind))
+
+
+def _distance_fn(model, data, cutoff: float):
+    fromto = np.zeros(6)
+
+    def distance(g1: int, g2: int) -> float:
+        return float(mujoco.mj_geomDistance(model, data, g1, g2, cutoff, fromto))
+    return distance
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,9 +155,9 @@ class MujocoBackend:
 
     name = "mujoco"
 
-    def __init__(self, friction: str = "dynamic", contact_debounce: float = 0.002):
+    def __init__(self, friction: str = "dynamic", contact_separation: float = 5e-4):
         self.friction = friction
-        self.contact_debounce = contact_debounce
+        self.contact_separation = contact_separation
 
     def build(self, config):
         """(model, data, MjcfScene) with the config's initial state loaded."""
@@ -161,6 +173,17 @@ class MujocoBackend:
                 "integrator": _rest.INTEGRATOR, "cone": _rest.CONE, "impratio": _rest.IMPRATIO,
                 "contact_stiffness": _rest.STIFFNESS, "solimp": list(_rest.SOLIMP), "friction": self.friction}
 
+    def _initial_contacts(self, model, data, bodies, distance) -> dict[tuple[str, str], tuple[float, int, int]]:
+        """Pairs touching at t = 0: penetrating, or closer than the separation threshold (bodies placed
+        exactly on a support start with a zero gap, and MuJoCo only reports them once they sink in)."""
+        out = bodies.touching(data)
+        for g1, g2 in zip(model.pair_geom1, model.pair_geom2):
+            a, b = bodies.geom_entity[g1], bodies.geom_entity[g2]
+            key = (a, b) if a <= b else (b, a)
+            if key not in out and distance(int(g1), int(g2)) <= self.contact_separation:
+                out[key] = (0.0, int(g1), int(g2))
+        return out
+
     def simulate(self, config, times: Sequence[float] | np.ndarray | None = None) -> EngineRun:
         times = np.asarray(config.timing.frame_times if times is None else times, float)
         if times.ndim != 1 or (times.size and (times.min() < 0 or np.any(np.diff(times) < 0))):
@@ -169,8 +192,9 @@ class MujocoBackend:
         dt = float(model.opt.timestep)
         n = len(times)
         rec = {oid: [np.zeros((n, 3)), np.zeros((n, 4)), np.zeros((n, 3)), np.zeros((n, 3))] for oid in bodies.ids}
-        log = _ContactLog(self.contact_debounce)
-        log.update(0.0, bodies.touching(data))
+        distance = _distance_fn(model, data, 10 * self.contact_separation + 1e-3)
+        log = _ContactLog(self.contact_separation, distance)
+        log.update(0.0, self._initial_contacts(model, data, bodies, distance))
 
         def snapshot():
             return {oid: bodies.state(data, oid) for oid in bodies.ids}
@@ -190,7 +214,7 @@ class MujocoBackend:
                 step += 1
                 touching = bodies.touching(data)
                 if touching:
-                    max_pen = max(max_pen, max(touching.values()))
+                    max_pen = max(max_pen, max(v[0] for v in touching.values()))
                 log.update(step * dt, touching)
             cur = snapshot()
             for oid in bodies.ids:
@@ -217,7 +241,7 @@ class MujocoBackend:
         model, data, scene, bodies = self.build(config)
         n = _n_frames(poses)
         times = np.arange(n, dtype=float) / config.timing.fps if times is None else np.asarray(times, float)
-        log = _ContactLog(0.0)
+        log = _ContactLog(0.0, _distance_fn(model, data, 1e-3))
         pen = np.zeros(n)
         states = {}
         for f in range(n):
@@ -226,7 +250,7 @@ class MujocoBackend:
             data.qvel[:] = 0.0
             mujoco.mj_forward(model, data)
             touching = bodies.touching(data)
-            pen[f] = max(touching.values(), default=0.0)
+            pen[f] = max((v[0] for v in touching.values()), default=0.0)
             log.update(float(times[f]), touching)
         for oid in bodies.ids:
             if oid in poses:

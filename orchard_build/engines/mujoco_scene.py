@@ -38,7 +38,8 @@ EXTENT = 1.0  # model extent: makes the visual/map distances absolute metres
 ZNEAR = 0.02  # m
 ZFAR = 200.0  # m
 SHADOW_SIZE = 2048
-TRACK_STEP_DEG = 2.0  # angular length of one track segment
+TRACK_STEP_DEG = 1.0  # angular length of one segment of a track's running surface
+RAIL_STEP_DEG = 4.0  # and of its side rails
 TRACK_THICKNESS = 0.02  # m
 RAIL_WIDTH = 0.012  # m
 RAMP_SLAB = 0.05  # m, thickness of a ramp's collision slab under its surface
@@ -293,22 +294,30 @@ def build_mjcf(config, *, offscreen: tuple[int, int] | None = None, friction: st
 
     for track in config.tracks:
         a0, a1 = track.arc
-        n = max(1, int(math.ceil(math.degrees(a1 - a0) / TRACK_STEP_DEG - 1e-9)))
-        dphi = (a1 - a0) / n
         half_width, rail_h = _track_rails(config, track)
         t = TRACK_THICKNESS
-        half_len = (track.radius + t) * math.tan(dphi / 2.0) + 1e-4
         names = []
+        # running surface: fine segments, inner faces tangent to the circle at each segment's middle angle
+        n = max(1, int(math.ceil(math.degrees(a1 - a0) / TRACK_STEP_DEG - 1e-9)))
+        dphi = (a1 - a0) / n
+        half_len = (track.radius + t) * math.tan(dphi / 2.0) + 1e-4
         for k in range(n):
             phi = a0 + (k + 0.5) * dphi
             radial = track.radial(phi)
-            x, y, z = track.tangent(phi), track.lateral, -radial
-            q = _v(_quat_from_axes(x, y, z))
+            q = _v(_quat_from_axes(track.tangent(phi), track.lateral, -radial))
             pos = track.center + (track.radius + t / 2.0) * radial
             names.append(f"track:{track.id}:seg{k}")
             world.append(f'<geom name="{names[-1]}" type="box" size="{_v((half_len, half_width + RAIL_WIDTH, t / 2))}" '
                          f'pos="{_v(pos)}" quat="{q}" material="mat:{track.material}" group="{GROUP_SUPPORTS}" '
                          'contype="0" conaffinity="0"/>')
+        # side rails: coarser segments (they only keep a body from drifting sideways)
+        n = max(1, int(math.ceil(math.degrees(a1 - a0) / RAIL_STEP_DEG - 1e-9)))
+        dphi = (a1 - a0) / n
+        half_len = (track.radius + t) * math.tan(dphi / 2.0) + 1e-4
+        for k in range(n):
+            phi = a0 + (k + 0.5) * dphi
+            radial = track.radial(phi)
+            q = _v(_quat_from_axes(track.tangent(phi), track.lateral, -radial))
             for side, s in (("a", 1.0), ("b", -1.0)):
                 rpos = (track.center + (track.radius + (t - rail_h) / 2.0) * radial
                         + s * (half_width + RAIL_WIDTH / 2.0) * track.lateral)

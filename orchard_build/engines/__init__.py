@@ -24,19 +24,17 @@ def _load(name: str) -> None:
 def get_backend(name: str = "mujoco", **kwargs) -> SimulationBackend:
     if name not in BACKENDS:
         _load(name)
-    try:
-        return BACKENDS[name](**kwargs)
-    except KeyError:
-        raise KeyError(f"unknown simulation backend {name!r}; known: {', '.join(sorted(set(BACKENDS) | set(_MODULES)))}") from None
+    if name not in BACKENDS:
+        raise KeyError(f"unknown simulation backend {name!r}; known: {', '.join(sorted(set(BACKENDS) | set(_MODULES)))}")
+    return BACKENDS[name](**kwargs)
 
 
 def get_renderer(name: str = "mujoco", **kwargs) -> Renderer:
     if name not in RENDERERS:
         _load(name)
-    try:
-        return RENDERERS[name](**kwargs)
-    except KeyError:
-        raise KeyError(f"unknown renderer {name!r}; known: {', '.join(sorted(set(RENDERERS) | set(_MODULES)))}") from None
+    if name not in RENDERERS:
+        raise KeyError(f"unknown renderer {name!r}; known: {', '.join(sorted(set(RENDERERS) | set(_MODULES)))}")
+    return RENDERERS[name](**kwargs)
 
 
 __all__ = ["BACKENDS", "RENDERERS", "PASSES", "HIDE_OBJECTS", "HIDE_SUPPORTS", "ContactEvent", "EngineRun",

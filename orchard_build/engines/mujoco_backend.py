@@ -407,6 +407,7 @@ class MujocoRenderer:
                 passes = passes + ("instance",)
         n = _n_frames(poses) if poses else 1
         model, data = prep.model, prep.data
+        prep.bodies.set_initial(config, data)  # objects without a pose sequence stay at their initial pose
         hidden = prep.hidden_mask(hide)
         model.geom_group[:] = np.where(hidden, HIDDEN_GROUP, prep.groups)
         self._gl.make_current()

@@ -24,6 +24,22 @@ Modelling rules and the approximations they make (each is documented where it is
   the pair. Spheres in any geometry; cubes and cylinders only head-on along a horizontal face normal.
 * Support clearance (bodies running into ramps, tracks or platform sides) is checked on a dense sample of
   every segment (`GUARD_SAMPLES` points); such contacts are refused, never modelled.
+
+Outputs:
+
+* Events carry APT labels; an impact emits `landing` then `elastic_rebound` or `settling` /
+  `inelastic_capture`; a collision emits `contact_init`, then `elastic_rebound` + `contact_break` or
+  `inelastic_capture`, all at the same t.
+* Stages: a new stage opens whenever any object starts a new motion segment (a mode change or an impact).
+  `Stage.law` is the law of the most dynamic object by `types.LAW_RANK`
+  (circular_motion > projectile_motion > free_fall > inclined_plane > surface_friction >
+  uniform_linear_motion > at_rest; ties go to the object listed first).
+* Law steps: one per motion segment and one (t_start == t_end) per impact, ordered by start time (impacts
+  before segments that start at the same instant, then by object order); consecutive equal (law, variant)
+  segments are merged (objects united, `parameters` of the first, every merged piece in
+  `parameters["pieces"]`). A body static on a ramp is `inclined_plane/static`, or `at_rest/ramp` when the
+  case's task is `at_rest`.
+* States are right-continuous at impacts (post-impact velocity at the impact instant).
 """
 from __future__ import annotations
 
@@ -36,7 +52,7 @@ import numpy as np
 
 from ..config import CaseConfig, ObjectSpec, Platform, Ramp, Track
 from ..errors import PhysicsError
-from .motion import PolyMotion, TrackMotion, qexp, qmat, qmul, qnorm
+from .motion import PolyMotion, TrackMotion, qexp, qmat, qmul
 from .types import LAW_RANK, BodyState, Event, LawStep, Stage
 
 BOUNCE_THRESHOLD = 0.10  # m/s: a rebound whose normal speed is below this is captured (settling / inelastic_capture)
@@ -434,11 +450,11 @@ class _Solver:
         vs = float(st.linear_velocity @ sd)
         v = vs * sd
         w = np.array(st.angular_velocity, float)
-        base = {"theta": th, "mu_s": mu_s, "mu_k": mu_k}
         roller = self.is_roller(b, q)
         a_c = prim.rolling_radius() if roller else prim.support_distance("upright")
-        if prim.shape == "cylinder" and roller:
-            a_c = prim.size["radius"]
+        d_top = float((st.position - a_c * n - ramp.top) @ sd)
+        base = {"theta": th, "mu_s": mu_s, "mu_k": mu_k, "L": ramp.length, "d0": d_top,
+                "d_to_foot": ramp.length - d_top, "foot_z": float(ramp.foot[2])}
         extra = {"ramp": ramp.id, "a": a_c}
         if roller:
             k, r = self.k_of(b), prim.rolling_radius()

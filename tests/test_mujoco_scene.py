@@ -159,3 +159,10 @@ def test_track_running_surface_is_at_radius():
         mujoco.mj_forward(model, data)
         gap = min(_gap(model, data, "object:ball", g) for g in seg)
         assert gap == pytest.approx(0.0, abs=2e-4), deg
+
+
+def test_gl_platform_is_chosen_and_probe_rejects_a_broken_platform():
+    import os
+
+    assert gl.configure() in ("egl", "osmesa", "glfw", "default") and os.environ.get("MUJOCO_GL")
+    assert gl._probe("no_such_platform") is False

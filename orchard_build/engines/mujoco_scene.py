@@ -17,6 +17,9 @@ Layout of the generated model
 * Geom names: ``ground``, ``ramp:<id>:surface`` (collision), ``ramp:<id>:body`` (visual),
   ``track:<id>:seg<k>`` / ``:rail<k>a`` / ``:rail<k>b``, ``platform:<id>``, ``object:<id>``.
   :func:`entity_of` maps a geom name to its entity (an object id, a support id or ``ground``).
+* No two visible geoms share an overlapping coplanar face (track segments and rails only touch):
+  MuJoCo draws the lit part of a shadowed scene in a second pass, where coplanar faces z-fight
+  into speckles.
 * Geom groups: 0 objects, 1 supports and ground, 3 collision-only (not drawn).
 * Contacts: every geom has contype = conaffinity = 0; each object–support and object–object pair is an
   explicit ``<pair>`` with the pair's friction from ``materials.pair`` and ``solref = (-stiffness,
@@ -307,7 +310,7 @@ def build_mjcf(config, *, offscreen: tuple[int, int] | None = None, friction: st
             q = _v(_quat_from_axes(track.tangent(phi), track.lateral, -radial))
             pos = track.center + (track.radius + t / 2.0) * radial
             names.append(f"track:{track.id}:seg{k}")
-            world.append(f'<geom name="{names[-1]}" type="box" size="{_v((half_len, half_width + RAIL_WIDTH, t / 2))}" '
+            world.append(f'<geom name="{names[-1]}" type="box" size="{_v((half_len, half_width, t / 2))}" '
                          f'pos="{_v(pos)}" quat="{q}" material="mat:{track.material}" group="{GROUP_SUPPORTS}" '
                          'contype="0" conaffinity="0"/>')
         # side rails: coarser segments (they only keep a body from drifting sideways)

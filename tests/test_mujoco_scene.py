@@ -130,6 +130,24 @@ def _gap(model, data, g1: str, g2: str) -> float:
     return mujoco.mj_geomDistance(model, data, i1, i2, 1.0, fromto)
 
 
+def test_initial_keyframe_matches_backend_state(all_kinds):
+    from orchard_build.engines.mujoco_backend import _Bodies
+
+    cfg, model, scene = all_kinds
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, 0)
+    other = mujoco.MjData(model)
+    _Bodies(cfg, model, scene).set_initial(cfg, other)
+    assert np.allclose(data.qpos, other.qpos, atol=1e-12) and np.allclose(data.qvel, other.qvel, atol=1e-12)
+    mujoco.mj_forward(model, data)
+    for o in cfg.objects:  # world angular velocity of each body = config's
+        bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"object:{o.id}")
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_BODY, bid, vel, 0)
+        assert np.allclose(vel[:3], o.angular_velocity, atol=1e-9)
+        assert np.allclose(vel[3:], o.linear_velocity, atol=1e-9)
+
+
 def test_geoms_sit_on_their_supports(all_kinds):
     """Cone re-centring, ramp slab, platform, ground and track surface: gaps at t = 0 are ~0."""
     cfg, model, scene = all_kinds

@@ -21,6 +21,8 @@ Layout of the generated model
   MuJoCo draws the lit part of a shadowed scene in a second pass, where coplanar faces z-fight
   into speckles.
 * Geom groups: 0 objects, 1 supports and ground, 3 collision-only (not drawn).
+* The keyframe ``initial`` holds the config's initial qpos/qvel (free-joint angular velocity is in
+  the body frame, so the config's world-frame ω is rotated into it).
 * Contacts: every geom has contype = conaffinity = 0; each object–support and object–object pair is an
   explicit ``<pair>`` with the pair's friction from ``materials.pair`` and ``solref = (-stiffness,
   -damping(e))`` from the restitution calibration.
@@ -82,6 +84,13 @@ def _quat_from_axes(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
         q = np.array([(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s])
     q /= np.linalg.norm(q)
     return q if q[0] >= 0 else -q
+
+
+def _quat_to_mat(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
 def entity_of(geom_name: str) -> str:
@@ -336,6 +345,7 @@ def build_mjcf(config, *, offscreen: tuple[int, int] | None = None, friction: st
         support_geoms[plat.id] = [f"platform:{plat.id}"]
 
     object_geoms: dict[str, str] = {}
+    key_qpos, key_qvel = [], []
     for o in config.objects:
         s = o.primitive.size
         gname = f"object:{o.id}"
@@ -351,6 +361,9 @@ def build_mjcf(config, *, offscreen: tuple[int, int] | None = None, friction: st
             geom = f'<geom type="mesh" mesh="cone:{o.id}" {common}/>'
         q = np.asarray(o.quaternion, float)
         q = q / np.linalg.norm(q)
+        key_qpos += [*o.position, *q]
+        # free joint: linear velocity in the world frame, angular velocity in the body frame
+        key_qvel += [*o.linear_velocity, *(_quat_to_mat(q).T @ np.asarray(o.angular_velocity, float))]
         world.append(
             f'<body name="object:{o.id}" pos="{_v(o.position)}" quat="{_v(q)}">'
             f'<freejoint name="object:{o.id}"/>'
@@ -402,6 +415,9 @@ def build_mjcf(config, *, offscreen: tuple[int, int] | None = None, friction: st
         "  <worldbody>",
         *("    " + w for w in world),
         "  </worldbody>",
+        "  <keyframe>",
+        f'    <key name="initial" qpos="{_v(key_qpos)}" qvel="{_v(key_qvel)}"/>',
+        "  </keyframe>",
         "  <contact>",
         *("    " + p for p in pair_xml),
         "  </contact>",

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-FLOAT_DECIMALS = 9  # nanometres / nanoseconds: far below any physical tolerance, stable across platforms
+FLOAT_DIGITS = 12  # significant digits: far below any physical tolerance, and stable across platforms
 
 
 def canonical(value: Any) -> Any:
@@ -32,7 +32,7 @@ def canonical(value: Any) -> Any:
         x = float(value)
         if not math.isfinite(x):
             raise ValueError(f"refusing to write a non-finite number ({x})")
-        x = round(x, FLOAT_DECIMALS)
+        x = float(f"{x:.{FLOAT_DIGITS}g}")
         return 0.0 if x == 0 else x
     return value
 

@@ -1,0 +1,1 @@
+"""Readers that turn a case directory (Orchard or Apple-PI-GT layout) into an `EvalCase`."""

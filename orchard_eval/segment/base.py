@@ -1,0 +1,52 @@
+"""The segmenter protocol: any model (classical, or a SAM-family network on a GPU) that turns one
+generated RGB frame into one boolean mask per case object can plug in here."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass
+class SegmentContext:
+    """What a segmenter may know about the case: the objects, a reference image with per-object masks
+    (colour models), the background (a clean plate, or None for objects-on-white answers) and
+    optional expected centroids per object (pixel coordinates, e.g. the previous frame's result)."""
+    object_ids: list[str]
+    reference_image: np.ndarray | None = None
+    reference_masks: dict[str, np.ndarray] = field(default_factory=dict)
+    background: np.ndarray | None = None          # None: pure white background
+    priors: dict[str, tuple[float, float]] | None = None
+    cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def on_white(self) -> bool:
+        return self.background is None
+
+
+@dataclass
+class Segmentation:
+    masks: dict[str, np.ndarray]            # object id -> bool (H, W)
+    foreground: np.ndarray                  # bool (H, W), every pixel judged to belong to some object
+    low_confidence: bool = False
+    confidence: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def union(self) -> np.ndarray:
+        out = np.zeros_like(self.foreground, dtype=bool)
+        for m in self.masks.values():
+            out |= m
+        return out
+
+    def centroids(self) -> dict[str, tuple[float, float] | None]:
+        from ..metrics import mask_centroid
+
+        return {k: mask_centroid(m) for k, m in self.masks.items()}
+
+
+@runtime_checkable
+class Segmenter(Protocol):
+    name: str
+
+    def segment(self, image: np.ndarray, context: SegmentContext) -> Segmentation: ...

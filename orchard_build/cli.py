@@ -17,7 +17,7 @@ from .materials import load_materials
 from .resources import scenes_dir
 from .tasks import TASK_NAMES
 
-SUBCOMMANDS = ("build", "validate")
+SUBCOMMANDS = ("build", "validate", "sheet")
 
 
 def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
@@ -48,9 +48,26 @@ def _validate_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _sheet_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orchard-build sheet",
+                                description="Write one contact-sheet PNG per task of a rendered dataset.")
+    p.add_argument("dataset", type=Path, help="dataset root holding dataset.json")
+    p.add_argument("--out", type=Path, default=Path("docs/contact_sheets"), help="output folder")
+    return p
+
+
+def _cmd_sheet(args: argparse.Namespace) -> int:
+    from .contact_sheet import write_sheets
+
+    for path in write_sheets(args.dataset, args.out):
+        print(path)
+    return 0
+
+
 def _top_help() -> str:
     return (_build_parser().format_help()
-            + "\nsubcommands:\n  validate DIR   check a dataset (orchard-build validate --help)\n")
+            + "\nsubcommands:\n  validate DIR   check a dataset (orchard-build validate --help)\n"
+            + "  sheet DIR      contact sheets of a rendered dataset (orchard-build sheet --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "validate":
             return _cmd_validate(_validate_parser().parse_args(argv))
+        if command == "sheet":
+            return _cmd_sheet(_sheet_parser().parse_args(argv))
         return _cmd_build(_build_parser().parse_args(argv))
     except OrchardError as exc:
         errors = getattr(exc, "errors", [str(exc)])

@@ -506,6 +506,11 @@ class _Resolver:
         timing = Timing(int(t["fps"]), float(t["duration"]), float(t["target_time"]), int(t.get("grid_points", 4)))
         if timing.target_time > timing.duration + 1e-12:
             raise self.fail("timing.target_time", f"t* = {timing.target_time} s lies after T = {timing.duration} s")
+        frames = timing.duration * timing.fps
+        if abs(frames - round(frames)) > 1e-6:
+            lo, hi = math.floor(frames) / timing.fps, math.ceil(frames) / timing.fps
+            raise self.fail("timing.duration", f"T = {timing.duration} s is not a whole number of frames at "
+                            f"{timing.fps} fps (T·fps = {frames:.4g}); use e.g. {lo:.6g} or {hi:.6g}")
         if timing.n_frames < 2:
             raise self.fail("timing.duration", "the duration gives fewer than one physics frame at this fps")
         return timing

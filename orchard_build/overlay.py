@@ -99,6 +99,7 @@ class AngleArc:
     radius: float
     start_deg: float  # PIL angles: degrees clockwise from +x in image coordinates
     end_deg: float
+    width: int = 3
     color: tuple[int, int, int] = ANGLE_COLOR
 
 
@@ -119,7 +120,7 @@ class Layer:
             "arrows": [{"kind": a.kind, "object_id": a.object_id, "start": list(a.start), "end": list(a.end),
                         "color": list(a.color), "width": a.width} for a in self.arrows],
             "arcs": [{"center": list(a.center), "radius": a.radius, "start_deg": a.start_deg, "end_deg": a.end_deg,
-                      "color": list(a.color)} for a in self.arcs],
+                      "width": a.width, "color": list(a.color)} for a in self.arcs],
         }
 
 
@@ -307,8 +308,8 @@ def _ramp_annotations(cfg: CaseConfig, ramp, layer: Layer, placer: Placer, scale
         a0 = math.degrees(math.atan2(back[1], back[0]))
         a1 = math.degrees(math.atan2(up[1], up[0]))
         start, end = (a1, a0) if ((a0 - a1) % 360) < 180 else (a0, a1)
-        radius = 34 * scale
-        layer.arcs.append(AngleArc(tuple(foot_uv), radius, start, end))
+        radius = 46 * scale
+        layer.arcs.append(AngleArc(tuple(foot_uv), radius, start, end, width=max(2, round(3 * scale))))
         bis = back + up
         bis = bis / (np.linalg.norm(bis) or 1.0)
         placer.block_segment(tuple(foot_uv), tuple(foot_uv + back * radius * 1.1), 2)
@@ -369,7 +370,7 @@ def draw_layer(layer: Layer, base: np.ndarray | None = None) -> np.ndarray:
     d = ImageDraw.Draw(img)
     for arc in layer.arcs:
         cx, cy, r = arc.center[0], arc.center[1], arc.radius
-        d.arc([cx - r, cy - r, cx + r, cy + r], arc.start_deg, arc.end_deg, fill=arc.color, width=2)
+        d.arc([cx - r, cy - r, cx + r, cy + r], arc.start_deg, arc.end_deg, fill=arc.color, width=arc.width)
     for a in layer.arrows:
         draw_arrow(d, a.start, a.end, a.color, a.width)
     for lab in layer.labels:

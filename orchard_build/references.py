@@ -39,7 +39,7 @@ def formulation_text_image(width: int, height: int, lines: tuple[str, str, str])
 
 def formulation_graphic_layer(width: int, height: int, velocity: dict[str, Any], instance_mask: np.ndarray) -> Layer:
     """Orange velocity arrows and speed labels for the state at t* (velocity: the velocity.json document)."""
-    px = font_size(height)
+    px = round(font_size(height) * 1.25)  # the answer label is bold and a little larger than input labels
     layer = Layer(width, height, px)
     placer = Placer(width, height, instance_mask > 0, px)
     scale = px / 16.0

@@ -58,13 +58,13 @@ def deviation_report(cfg: CaseConfig, analytic: dict[str, np.ndarray], engine: d
 
 
 def _backend(cfg: CaseConfig):
-    from .engines import BACKENDS, RENDERERS
+    from .engines import get_backend, get_renderer
 
     name = cfg.render.get("backend", "mujoco")
-    if name not in BACKENDS or name not in RENDERERS:
-        raise OrchardError(f"{cfg.source_path}: render.backend: unknown backend {name!r}; available: "
-                           f"{', '.join(sorted(set(BACKENDS) & set(RENDERERS)))}")
-    return name, BACKENDS[name](), RENDERERS[name]()
+    try:
+        return name, get_backend(name), get_renderer(name)
+    except KeyError as exc:
+        raise OrchardError(f"{cfg.source_path}: render.backend: {exc.args[0]}") from exc
 
 
 def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
@@ -118,7 +118,8 @@ def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
         write_png(stage / "clean_plate.png", plate.rgb[0])
 
         # infographic first frame and the Perception-Text reference (same layer, on white)
-        layer = build_first_frame_layer(cfg, inst[0])
+        stays_at_rest = {i: all(traj.mode(i, float(t)) == "rest" for t in times) for i in ids}
+        layer = build_first_frame_layer(cfg, inst[0], friction_static=stays_at_rest)
         write_png(stage / "annotated_first_frame.png", draw_layer(layer, rgb[0]))
         write_json(stage / "annotations.json", layer.to_dict())
         refs = stage / "references"

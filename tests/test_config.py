@@ -158,3 +158,10 @@ def test_camera_projection_roundtrip(scene_raw, materials):
     uv_up, _ = cam.project(cam.look_at + np.array([0, 0, 0.1]))
     assert uv_up[1] < uv[1]
     assert cam.intrinsic[1, 1] == pytest.approx((cam.height / 2) / math.tan(math.radians(cam.fov_deg / 2)))
+
+
+def test_duration_must_be_whole_frames(scene_raw, materials):
+    raw = scene_raw("inclined_plane/000000.yaml")
+    raw["timing"]["duration"] = 1.01
+    e = _err(raw, materials)
+    assert e.field == "timing.duration" and "whole number of frames" in e.reason

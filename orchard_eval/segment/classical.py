@@ -109,12 +109,27 @@ def clean_mask(fg: np.ndarray, min_area: int | None = None) -> np.ndarray:
     return keep[labels]
 
 
+def half_contrast(mask: np.ndarray, d: np.ndarray, fraction: float = 0.5) -> np.ndarray:
+    """Sharpen blurred or chroma-subsampled boundaries: inside each connected component keep the
+    pixels whose difference reaches `fraction` of the component's typical (75th percentile) contrast,
+    which puts the edge where a blend of object and background is half-way."""
+    n, labels = cv2.connectedComponents(mask.astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return mask
+    out = np.zeros_like(mask, dtype=bool)
+    for i in range(1, n):
+        comp = labels == i
+        level = float(np.percentile(d[comp], 75))
+        out |= comp & (d >= fraction * level)
+    return ndimage.binary_fill_holes(out)
+
+
 def white_foreground(rgb: np.ndarray) -> tuple[np.ndarray, float]:
     """Pixels that are not (near) white. Returns (mask, threshold in ΔE)."""
     lab = to_lab(rgb)
     d = np.sqrt((100.0 - lab[..., 0]) ** 2 + lab[..., 1] ** 2 + lab[..., 2] ** 2)
     thr = _robust_threshold(d, WHITE_FLOOR_DE, background_quantile=40.0)
-    return clean_mask(d > thr), thr
+    return clean_mask(half_contrast(clean_mask(d > thr), d)), thr
 
 
 def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None
@@ -141,7 +156,8 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
         sh[shadow] = ~keep
         shadow = sh
     changed = float(fg.mean())
-    return clean_mask(fg & ~shadow), thr, changed
+    fg = clean_mask(fg & ~shadow)
+    return clean_mask(half_contrast(fg, np.where(shadow, 0.0, d))), thr, changed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,9 +320,12 @@ class ClassicalSegmenter:
                 lab = to_lab(image)
                 idx = bin_index(lab)[fg]
                 scores = np.stack([np.max(np.stack([models[i].logp[idx] for i in g]), axis=0) for g in groups])
-                lbl = np.full(fg.shape, 255, np.uint8)
-                lbl[fg] = np.argmax(scores, axis=0).astype(np.uint8)
-                lbl = cv2.medianBlur(lbl, 5)
+                raw = np.full(fg.shape, 255, np.uint8)
+                raw[fg] = np.argmax(scores, axis=0).astype(np.uint8)
+                lbl = cv2.medianBlur(raw, 5)
+                edge = fg & (lbl == 255)          # the median pulled boundary pixels to background
+                lbl[edge] = raw[edge]
+                lbl[~fg] = 255
                 for gi, g in enumerate(groups):
                     gmask = fg & (lbl == gi)
                     if len(g) == 1:

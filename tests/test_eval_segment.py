@@ -1,0 +1,127 @@
+"""Weight-free segmentation of generated frames (objects on white; in-scene against the clean plate)."""
+import cv2
+import numpy as np
+import pytest
+
+from orchard_eval import synthetic as syn
+from orchard_eval.cases import load_dataset
+from orchard_eval.media import read_video_frames, write_video
+from orchard_eval.metrics import object_mask_iou
+from orchard_eval.segment import (ClassicalSegmenter, SegmentContext, Segmentation, Segmenter, context_for_case,
+                                  get_segmenter, register_segmenter)
+
+
+def gt_masks(scene, inst):
+    return {d.id: inst == d.instance_id for d in scene.discs}
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return syn.Scene(width=192, height=128)
+
+
+@pytest.fixture(scope="module")
+def scene_ctx(scene):
+    ref, inst = scene.render(0.0)
+    return SegmentContext([d.id for d in scene.discs], ref, gt_masks(scene, inst), background=scene.plate())
+
+
+def degrade(scene, img, inst, t, tmp_path):
+    """+5 % brightness, a cast shadow next to the ball, blur, noise and an H.264 round trip."""
+    img = img.astype(float)
+    u, v = scene.project(scene.discs[0].motion(t))
+    yy, xx = np.mgrid[0:scene.height, 0:scene.width]
+    shadow = (((xx - u - 6) ** 2 / 150 + (yy - v - 12) ** 2 / 20) <= 1) & (inst == 0)
+    img[shadow] *= 0.6
+    img = np.clip(img * 1.05 + np.random.default_rng(1).normal(0, 2, img.shape), 0, 255).astype(np.uint8)
+    img = cv2.GaussianBlur(img, (3, 3), 0.8)
+    p = tmp_path / f"f{t}.mp4"
+    write_video(p, [img], crf=23)
+    return read_video_frames(p)[0][0], shadow
+
+
+def test_protocol_and_registry():
+    seg = get_segmenter("classical")
+    assert isinstance(seg, Segmenter) and seg.name == "classical"
+
+    class Fake:
+        name = "fake"
+
+        def segment(self, image, context):
+            z = np.zeros(image.shape[:2], bool)
+            return Segmentation({i: z for i in context.object_ids}, z)
+
+    register_segmenter("fake", Fake)
+    assert isinstance(get_segmenter("fake"), Segmenter)
+    with pytest.raises(KeyError):
+        get_segmenter("sam-not-installed")
+
+
+def test_clean_frames_are_exact(scene, scene_ctx):
+    seg = ClassicalSegmenter()
+    for t in (0.0, 0.25, 0.5):
+        img, inst = scene.render(t)
+        out = seg.segment(img, scene_ctx)
+        assert object_mask_iou(out.masks, gt_masks(scene, inst)).value > 0.98
+        assert not out.low_confidence
+
+
+@pytest.mark.parametrize("t", [0.1, 0.3, 0.5])
+def test_degraded_frames_with_shadow(scene, scene_ctx, tmp_path, t):
+    img, inst = scene.render(t)
+    bad, shadow = degrade(scene, img, inst, t, tmp_path)
+    out = ClassicalSegmenter().segment(bad, scene_ctx)
+    r = object_mask_iou(out.masks, gt_masks(scene, inst))
+    assert min(r.per_object.values()) > 0.8, r.per_object
+    assert (out.union() & shadow).sum() < 0.1 * shadow.sum()  # the shadow is not an object
+
+
+def test_objects_on_white(scene):
+    white, inst = scene.white(0.0)
+    ctx = SegmentContext([d.id for d in scene.discs], white, gt_masks(scene, inst), background=None)
+    shifted, inst2 = scene.white(0.1)
+    out = ClassicalSegmenter().segment(shifted, ctx)
+    assert object_mask_iou(out.masks, gt_masks(scene, inst2)).value > 0.95
+    blank = ClassicalSegmenter().segment(np.full_like(white, 255), ctx)
+    assert not blank.union().any() and "no object found" in blank.notes
+
+
+def test_lookalike_objects_are_told_apart_by_position():
+    p, v = syn.uniform(-1.0, 0.6, 1.0)
+    q, w = syn.uniform(1.0, 0.6, -1.0)
+    sc = syn.Scene(width=192, height=128, discs=[syn.Disc("left", 1, (30, 160, 40), 0.3, p, v),
+                                                  syn.Disc("right", 2, (30, 160, 40), 0.3, q, w)])
+    ref, inst = sc.render(0.0)
+    ctx = SegmentContext(["left", "right"], ref, gt_masks(sc, inst), background=sc.plate())
+    img, inst2 = sc.render(0.3)
+    out = ClassicalSegmenter().segment(img, ctx)
+    assert object_mask_iou(out.masks, gt_masks(sc, inst2), match="identity").value > 0.95
+    # touching blobs are split in two
+    img3, inst3 = sc.render(0.85)
+    out3 = ClassicalSegmenter().segment(img3, ctx)
+    assert all(m.any() for m in out3.masks.values())
+
+
+def test_low_contrast_objects_are_flagged():
+    p, v = syn.uniform(0.0, 0.6, 0.0)
+    sc = syn.Scene(width=128, height=96, background="flat",
+                   discs=[syn.Disc("grey", 1, (156, 156, 152), 0.4, p, v)])
+    ref, inst = sc.render(0.0)
+    ctx = SegmentContext(["grey"], ref, gt_masks(sc, inst), background=sc.plate())
+    out = ClassicalSegmenter().segment(ref, ctx)
+    assert out.low_confidence and out.confidence["grey"] < 0.5
+
+
+def test_context_for_case(tmp_path):
+    sc = syn.Scene()
+    cid = "UniversalGravitation/FreeFall/000000"
+    syn.write_orchard_case(tmp_path, sc, cid)
+    case = load_dataset(tmp_path).cases[cid]
+    pg = context_for_case(case, "perception_graphic")
+    assert pg.on_white and set(pg.reference_masks) == {"ball", "cube"}
+    fg = context_for_case(case, "formulation_graphic")
+    assert not fg.on_white and fg.background.shape == (64, 96, 3)
+    ans = case.image("formulation_graphic")
+    out = ClassicalSegmenter().segment(ans, fg)
+    ref = case.reference_object_masks("formulation_graphic")
+    assert object_mask_iou(out.masks, ref).value > 0.8

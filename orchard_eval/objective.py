@@ -1,0 +1,132 @@
+"""Objective scoring of one canonical answer: the glue between canonicalisation, segmentation and the
+pure metrics, so that a scoring command is a thin loop over cases, subtracks and rollouts.
+
+* `graphic_iou` — P-G / F-G: segment the answer, compare with the reference object masks (D.5).
+* `deduction_metrics` — PSNR, masked PSNR and the three IoUs at the timestamp set; velocity from a
+  dense packet (every GT frame time) when the case has a camera and GT object tracks.
+
+Missing frames (a keyframe that was not delivered) count as total misses at their timestamp: PSNR
+0 dB and an empty predicted mask. Metrics that cannot be computed for the case (no clean plate for
+in-scene segmentation, no GT tracks or camera for velocity) are None, i.e. not applicable, and the
+reason is returned in `notes`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import metrics as M
+from .canonical import DeductionPacket, gt_deduction
+from .cases import EvalCase
+from .segment import ClassicalSegmenter, Segmenter, context_for_case
+
+GRAPHIC_ROLE = {"perception_graphic": "perception_graphic", "formulation_graphic": "formulation_graphic"}
+
+
+@dataclass
+class ObjectiveResult:
+    values: dict[str, float | None]
+    details: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    low_confidence: bool = False
+
+
+def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Segmenter | None = None
+                ) -> ObjectiveResult:
+    seg = segmenter or ClassicalSegmenter()
+    gt = case.reference_object_masks(GRAPHIC_ROLE[subtrack])
+    if not gt:
+        return ObjectiveResult({"mask_iou": None},
+                               notes=["the case has no reference object masks"])
+    try:
+        ctx = context_for_case(case, subtrack)
+    except ValueError as exc:
+        return ObjectiveResult({"mask_iou": None}, notes=[str(exc)])
+    out = seg.segment(answer, ctx)
+    r = M.object_mask_iou(out.masks, gt)
+    return ObjectiveResult({"mask_iou": r.value}, {"per_object": r.per_object, "matching": r.matching},
+                           list(out.notes), out.low_confidence)
+
+
+def _segment_sequence(case: EvalCase, frames, seg: Segmenter):
+    ctx = context_for_case(case, "deduction")
+    shape = (case.frame_size[1], case.frame_size[0])
+    out, low, notes = [], False, []
+    for f in frames:
+        if f is None:
+            out.append({o.id: np.zeros(shape, bool) for o in case.objects})
+            continue
+        s = seg.segment(f, ctx)
+        low |= s.low_confidence
+        notes.extend(s.notes)
+        out.append(s.masks)
+        ctx.priors = {k: c for k, c in s.centroids().items() if c is not None} or ctx.priors
+    return out, low, notes
+
+
+def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmenter | None = None,
+                      dense: DeductionPacket | None = None) -> ObjectiveResult:
+    seg = segmenter or ClassicalSegmenter()
+    res = ObjectiveResult({k: None for k in ("psnr", "masked_psnr", "spatial_iou", "spatiotemporal_iou",
+                                             "weighted_spatial_iou", "velocity")})
+    gt = gt_deduction(case, packet.times)
+    ids = [o.id for o in case.objects]
+    psnrs, mpsnrs, gt_union = [], [], []
+    for f, g, inst in zip(packet.frames, gt.frames, gt.instances):
+        region = np.zeros(g.shape[:2], bool) if inst is None else np.isin(inst, [o.instance_id for o in case.objects])
+        gt_union.append(region)
+        if f is None:
+            psnrs.append(0.0)
+            mpsnrs.append(0.0 if region.any() else None)
+            continue
+        psnrs.append(M.psnr(f, g))
+        mpsnrs.append(M.masked_psnr(f, g, region))
+    res.values["psnr"] = M.psnr_score(M.mean_defined(psnrs))
+    res.values["masked_psnr"] = M.psnr_score(M.mean_defined(mpsnrs))
+    res.details["psnr_db"], res.details["masked_psnr_db"] = psnrs, mpsnrs
+    if all(i is None for i in gt.instances):
+        res.notes.append("no GT instance masks: mask metrics not applicable")
+        return res
+    try:
+        pred_masks, low, notes = _segment_sequence(case, packet.frames, seg)
+    except ValueError as exc:
+        res.notes.append(f"mask metrics not applicable: {exc}")
+        return res
+    res.low_confidence, res.notes = low, res.notes + sorted(set(notes))
+    pu = np.stack([np.any([m[i] for i in ids], axis=0) if ids else np.zeros_like(gt_union[0]) for m in pred_masks])
+    gu = np.stack(gt_union)
+    res.values["spatial_iou"] = M.spatial_iou(pu, gu)
+    res.values["spatiotemporal_iou"] = M.spatiotemporal_iou(pu, gu)
+    res.values["weighted_spatial_iou"] = M.weighted_spatial_iou(pu, gu)
+    if dense is not None:
+        res.values["velocity"], vnote = velocity_metric(case, dense, seg)
+        if vnote:
+            res.notes.append(vnote)
+    return res
+
+
+def velocity_metric(case: EvalCase, dense: DeductionPacket, segmenter: Segmenter | None = None
+                    ) -> tuple[float | None, str | None]:
+    """S_vel from a packet sampled at every GT frame time (video protocol)."""
+    if dense.protocol != "video":
+        return None, "velocity is not evaluated for keyframe answers"
+    tracks = case.object_tracks()
+    if tracks is None or case.intrinsic is None or case.extrinsic is None:
+        return None, "no GT object tracks or camera: velocity not applicable"
+    seg = segmenter or ClassicalSegmenter()
+    try:
+        masks, _, _ = _segment_sequence(case, dense.frames, seg)
+    except ValueError as exc:
+        return None, f"velocity not applicable: {exc}"
+    times = np.asarray(dense.times)
+    uv, planes, gpos = {}, {}, {}
+    for o in case.objects:
+        if o.id not in tracks.positions:
+            continue
+        cents = [M.mask_centroid(m[o.id]) for m in masks]
+        uv[o.id] = np.array([[np.nan, np.nan] if c is None else c for c in cents])
+        planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
+        gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])
+    e = M.velocity_error(uv, times, case.intrinsic, case.extrinsic, planes, gt_positions=gpos)
+    return M.velocity_score(e), None

@@ -173,7 +173,7 @@ def _check_image(path: Path) -> list[tuple[str, str, bool]]:
     return probs
 
 
-def _check_video(path: Path) -> list[tuple[str, str, bool]]:
+def _check_video(path: Path, min_frames: int = 1) -> list[tuple[str, str, bool]]:
     if not path.exists():
         return [("missing", "", True)]
     probs: list[tuple[str, str, bool]] = []
@@ -183,6 +183,8 @@ def _check_video(path: Path) -> list[tuple[str, str, bool]]:
             if real != "mp4":
                 probs.append(("mislabelled", f"named .mp4 but holds {real}", False))
         info = probe_video(path)
+        if info.n_frames < min_frames:
+            probs.append(("no_frames", "a Deduction video needs frames after the condition frame", True))
         if info.truncated:
             probs.append(("truncated", f"{info.n_frames} decodable frames; the last decodable one is used", False))
     except MediaError as exc:
@@ -275,7 +277,8 @@ def _validate_rollout(rep: ValidationReport, sub: Submission, case: EvalCase, st
         if not ok:
             rep.issues.append(Issue("missing" if not path.exists() else "empty", str(path), "", cid, st, r))
         return ok
-    probs = _check_video(path) if sub.protocol == "video" else _check_image(path)
+    probs = _check_video(path, min_frames=2 if st == "deduction" else 1) if sub.protocol == "video" \
+        else _check_image(path)
     for kind, detail, fatal in probs:
         rep.issues.append(Issue(kind, str(path), detail, cid, st, r, fatal))
     return not any(f for _, _, f in probs)

@@ -1,5 +1,4 @@
 """End to end on a synthetic case: canonical packets → segmentation → objective metrics → fusion."""
-import numpy as np
 import pytest
 
 from orchard_eval import synthetic as syn

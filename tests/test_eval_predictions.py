@@ -12,7 +12,7 @@ from orchard_eval.canonical import (canonical_answer, canonical_deduction, dense
                                     physical_index, published_index)
 from orchard_eval.cases import SUBTRACKS, load_dataset
 from orchard_eval.media import MAX_SIDE, MediaError, probe_image, read_image, resize_mask, resize_rgb
-from orchard_eval.predictions import (keyframe_name, match_keyframes, parse_keyframe_name, rollout_path,
+from orchard_eval.predictions import (keyframe_name, parse_keyframe_name, rollout_path,
                                       load_submission, validate_predictions)
 
 CID = "UniversalGravitation/FreeFall/000000"
@@ -70,6 +70,9 @@ def test_broken_files_are_reported_never_raised(dataset, video_preds, tmp_path):
     full = (d / "deduction" / "rollout_00.mp4").read_bytes()
     (d / "deduction" / "rollout_01.mp4").write_bytes(full[: len(full) * 2 // 3])     # truncated
     Image.new("RGB", (8, 8), "white").save(d / "formulation_text" / "rollout_02.mp4", format="PNG")  # mislabelled
+    from orchard_eval.media import write_video
+
+    write_video(d / "deduction" / "rollout_02.mp4", [np.zeros((64, 96, 3), np.uint8)])  # condition frame only
     (root / "cases" / "MultiLaw" / "Composition" / "000123" / "deduction").mkdir(parents=True)  # unknown case
     rep = validate_predictions(dataset, root)
     kinds = {(i.subtrack, i.rollout, i.kind) for i in rep.issues}
@@ -77,6 +80,7 @@ def test_broken_files_are_reported_never_raised(dataset, video_preds, tmp_path):
     assert ("perception_text", 1, "empty") in kinds
     assert ("perception_graphic", 0, "undecodable") in kinds
     assert ("formulation_text", 2, "mislabelled") in kinds
+    assert ("deduction", 2, "no_frames") in kinds
     assert any(i.kind == "unknown_case" and i.case_id == "MultiLaw/Composition/000123" for i in rep.issues)
     trunc = [i for i in rep.issues if i.subtrack == "deduction" and i.rollout == 1]
     assert trunc and all(i.kind in ("truncated", "undecodable", "no_frames") for i in trunc)

@@ -135,6 +135,7 @@ def build_case(case: PreparedCase, out_root: Path, render: bool = True) -> Path:
     staging_root = out_root / STAGING_DIR
     staging_root.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=staging_root, prefix="case-"))
+    os.chmod(stage, 0o777 & ~_umask())  # mkdtemp makes the directory private; a case is ordinary data
     try:
         artifacts: dict[str, str] = {}
         for produce in producers_for(render):
@@ -216,6 +217,12 @@ def _run_guarded(report: BuildReport, case_id: str, fn: Callable[[], object]) ->
         report.failed.append((case_id, str(exc)))
     except Exception as exc:  # a bug in one case must not lose the others; keep the trace for the report
         report.failed.append((case_id, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _progress(total: int, enabled: bool):

@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK  # what open() would give; mkstemp alone makes files private (0600)
 FLOAT_DIGITS = 12  # significant digits: far below any physical tolerance, and stable across platforms
 
 
@@ -54,6 +57,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -10,7 +10,7 @@ from typing import Iterable
 import numpy as np
 from PIL import Image
 
-from .io import write_bytes_atomic
+from .io import FILE_MODE, write_bytes_atomic
 
 NEAR_LOSSLESS_CRF = 10
 
@@ -67,6 +67,7 @@ def write_mp4(path: str | Path, frames: Iterable[np.ndarray], fps: int, crf: int
                 raise ValueError("no frames to encode")
             for packet in stream.encode():
                 container.mux(packet)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

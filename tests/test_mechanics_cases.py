@@ -26,7 +26,7 @@ def make(task, objects, supports=None, g=9.81, T=2.0, ground="concrete"):
     raw = {"schema_version": 1, "task": task, "case_number": 1, "seed": 0, "environment": {"g": g},
            "ground": {"material": ground}, "objects": objects,
            "camera": {"position": [0, -5, 1], "look_at": [0, 0, 0.5], "fov_deg": 40, "resolution": [64, 64]},
-           "timing": {"fps": 24, "duration": T, "target_time": T / 2}}
+           "timing": {"fps": 120, "duration": T, "target_time": T / 2}}  # 120 fps: every test duration is whole frames
     if supports:
         raw["supports"] = supports
     return resolve_config(raw, "test.yaml", MATS)

@@ -72,7 +72,7 @@ def test_midair_sphere_collisions_in_solve(r1, r2, m1, m2, speed, off, side):
     raw = {"schema_version": 1, "task": "inelastic_collision", "case_number": 1, "seed": 0, "environment": {"g": 9.81},
            "ground": {"material": "concrete"}, "objects": objects,
            "camera": {"position": [0, -5, 1], "look_at": [0, 0, 0.5], "fov_deg": 40, "resolution": [64, 64]},
-           "timing": {"fps": 24, "duration": 0.45, "target_time": 0.2}}
+           "timing": {"fps": 24, "duration": 0.5, "target_time": 0.2}}
     tr = solve(resolve_config(raw, "test.yaml", MATS))
     steps = [s for s in tr.law_steps() if s.law.endswith("collision")]
     assert len(steps) == 1

@@ -22,7 +22,7 @@ def make(objects, supports=None, T=2.0, ground="concrete", task="composition"):
     raw = {"schema_version": 1, "task": task, "case_number": 1, "seed": 0, "environment": {"g": 9.81},
            "ground": {"material": ground}, "objects": objects,
            "camera": {"position": [0, -5, 1], "look_at": [0, 0, 0.5], "fov_deg": 40, "resolution": [64, 64]},
-           "timing": {"fps": 24, "duration": T, "target_time": T / 2}}
+           "timing": {"fps": 120, "duration": T, "target_time": T / 2}}  # 120 fps: every test duration is whole frames
     if supports:
         raw["supports"] = supports
     return resolve_config(raw, "scenes/bad/000001.yaml", MATS)

@@ -125,3 +125,20 @@ def test_context_for_case(tmp_path):
     out = ClassicalSegmenter().segment(ans, fg)
     ref = case.reference_object_masks("formulation_graphic")
     assert object_mask_iou(out.masks, ref).value > 0.8
+
+
+def test_answer_arrows_and_labels_are_not_objects(tmp_path):
+    sc = syn.Scene(width=192, height=128)
+    cid = "UniversalGravitation/FreeFall/000000"
+    syn.write_orchard_case(tmp_path, sc, cid)
+    case = load_dataset(tmp_path).cases[cid]
+    ctx = context_for_case(case, "formulation_graphic")
+    ans = case.image("formulation_graphic").copy()
+    ref = case.reference_object_masks("formulation_graphic")
+    ys, xs = np.nonzero(ref["cube"])
+    cx, cy = int(xs.mean()), int(ys.mean())
+    cv2.arrowedLine(ans, (cx, cy), (cx + 40, cy - 30), (255, 140, 0), 2, tipLength=0.3)  # arrow from the centre
+    cv2.putText(ans, "v = 1.60", (cx + 10, cy - 36), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (255, 140, 0), 1)
+    out = ClassicalSegmenter().segment(ans, ctx)
+    r = object_mask_iou(out.masks, ref)
+    assert r.per_object["cube"] > 0.75 and r.per_object["ball"] > 0.9, r.per_object

@@ -35,6 +35,8 @@ SIMILAR_BC = 0.55          # Bhattacharyya coefficient above which two objects c
 LOW_CONTRAST_DE = 14.0     # ΔE between an object and its background below which results are unreliable
 WHITE_FLOOR_DE = 8.0
 PLATE_FLOOR_DE = 7.0
+ANSWER_ANNOTATION_RGB = ((255, 140, 0),)   # F-G answers draw velocity arrows and labels in orange
+GATE_DENSITY = 0.3         # a colour bin counts as an object colour above this multiple of the uniform density
 
 
 def to_lab(rgb: np.ndarray) -> np.ndarray:
@@ -120,7 +122,9 @@ def half_contrast(mask: np.ndarray, d: np.ndarray, fraction: float = 0.5) -> np.
     for i in range(1, n):
         comp = labels == i
         level = float(np.percentile(d[comp], 75))
-        out |= comp & (d >= fraction * level)
+        # only the rim is trimmed: weakly contrasted pixels inside an object (shading) stay
+        rim = comp & ~ndimage.binary_erosion(comp, iterations=2)
+        out |= comp & ~(rim & (d < fraction * level))
     return ndimage.binary_fill_holes(out)
 
 
@@ -262,6 +266,21 @@ class ClassicalSegmenter:
             ctx.cache["models"] = models
         return ctx.cache["models"]
 
+    def _exclusion_models(self, ctx: SegmentContext) -> list[ColourModel]:
+        if "exclude" not in ctx.cache:
+            out = []
+            rng = np.random.default_rng(0)
+            for rgb in ctx.exclude_rgb:
+                # the colour with the spread of anti-aliasing and compression: blends toward grey/white
+                base = np.array(rgb, float)[None, None, :]
+                patch = base * rng.uniform(0.8, 1.05, (24, 24, 1)) + rng.normal(0, 6, (24, 24, 3))
+                patch = np.clip(patch, 0, 255).astype(np.uint8)
+                m = colour_model(to_lab(patch), np.ones(patch.shape[:2], bool))
+                if m is not None:
+                    out.append(m)
+            ctx.cache["exclude"] = out
+        return ctx.cache["exclude"]
+
     def _contrast(self, ctx: SegmentContext, models: dict[str, ColourModel | None]) -> dict[str, float]:
         """ΔE between each object's mean colour and its background (white, or the plate under and
         around the object's reference mask)."""
@@ -297,6 +316,22 @@ class ClassicalSegmenter:
                 raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
             fg, thr, changed = plate_foreground(image, ctx.background, [m for m in models.values() if m is not None])
         min_area = max(12, int(2e-4 * fg.size))
+        known = [m for m in models.values() if m is not None]
+        if known and fg.any():
+            # colour gate: drop changed pixels whose colour none of the objects shows (answer arrows,
+            # labels, leftover annotations), then clean up again
+            idx = bin_index(to_lab(image))[fg]
+            best = np.max(np.stack([m.prob[idx] for m in known]), axis=0)
+            keep = best >= GATE_DENSITY / N_BINS
+            excl = self._exclusion_models(ctx)
+            if excl:
+                worst = np.max(np.stack([m.prob[idx] for m in excl]), axis=0)
+                keep &= best >= worst
+            gated = np.zeros_like(fg)
+            gated[fg] = keep
+            if gated.sum() < fg.sum():
+                notes.append(f"{int(fg.sum() - gated.sum())} changed pixels match no object colour (ignored)")
+            fg = clean_mask(gated)
         ids = list(ctx.object_ids)
         masks = {i: np.zeros(fg.shape, bool) for i in ids}
         priors = {}
@@ -372,4 +407,5 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
         from ..media import resize_rgb
 
         plate = resize_rgb(plate, case.frame_size)
-    return SegmentContext(ids, ref, masks, background=plate, priors=priors)
+    exclude = ANSWER_ANNOTATION_RGB if subtrack == "formulation_graphic" else ()
+    return SegmentContext(ids, ref, masks, background=plate, priors=priors, exclude_rgb=exclude)

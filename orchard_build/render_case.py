@@ -8,7 +8,7 @@ explicitly with `render: {playback: analytic, reason: …}`.
 """
 from __future__ import annotations
 
-import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,18 @@ from .video import write_mp4, write_png
 DEVIATION_FRACTION = 0.01  # of the object's analytic travel …
 DEVIATION_FLOOR = 0.005  # … or 5 mm, whichever is larger
 ANALYTIC_ONLY_LAWS = {"perfectly_inelastic_collision"}  # sticking is no contact property of any engine
+TIMINGS: dict[str, float] = {}  # wall time per step of the last case built in this process (benchmarks read it)
+
+
+class _timed:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        TIMINGS[self.name] = TIMINGS.get(self.name, 0.0) + time.perf_counter() - self.t0
 
 
 class EngineDeviationError(OrchardError):
@@ -77,7 +89,8 @@ def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
     mode, reason = playback_mode(cfg, traj.law_steps())
     name, backend, renderer = _backend(cfg)
     try:
-        run = backend.simulate(cfg, times)
+        with _timed("simulate"):
+            run = backend.simulate(cfg, times)
         engine_pos = {i: run.states[i].position for i in ids}
         diag = deviation_report(cfg, {i: analytic[i]["position"] for i in ids}, engine_pos, times)
         diag.update({"engine": run.engine, "engine_info": run.info, "playback": mode, "playback_reason": reason})
@@ -94,13 +107,17 @@ def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
             poses = poses_from_trajectory(traj, ids, times)
             states_src = None
 
-        passes = renderer.render(cfg, poses)
+        with _timed("render passes"):
+            passes = renderer.render(cfg, poses)
         rgb, depth, inst = passes.rgb, passes.depth, passes.instance
         write_png(stage / "first_frame.png", rgb[0])
-        write_mp4(stage / "gt" / "video.mp4", rgb, cfg.timing.fps)
-        for k in range(len(inst)):
-            write_png(stage / "gt" / "masks" / f"{k:04d}.png", inst[k].astype(np.uint8))
-        write_npz(stage / "gt" / "depth.npz", {"maps": depth.astype(np.float32)})
+        with _timed("encode video"):
+            write_mp4(stage / "gt" / "video.mp4", rgb, cfg.timing.fps)
+        with _timed("write masks"):
+            for k in range(len(inst)):
+                write_png(stage / "gt" / "masks" / f"{k:04d}.png", inst[k].astype(np.uint8))
+        with _timed("write depth"):
+            write_npz(stage / "gt" / "depth.npz", {"maps": depth.astype(np.float32)})
         state_arrays: dict[str, np.ndarray] = {"times": times}
         for i in ids:
             for key in ("position", "quaternion", "linear_velocity", "angular_velocity"):
@@ -113,6 +130,7 @@ def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
             {"t": c.t, "a": c.body_a, "b": c.body_b, "kind": c.kind} for c in run.contacts]})
         write_json(stage / "diagnostics.json", diag)
 
+        t_refs = time.perf_counter()
         frame0 = {i: (p[:1], q[:1]) for i, (p, q) in poses.items()}
         plate = renderer.render(cfg, frame0, passes=("rgb",), hide=(HIDE_OBJECTS,))
         write_png(stage / "clean_plate.png", plate.rgb[0])
@@ -146,6 +164,7 @@ def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
         write_png(refs / "formulation_graphic_mask.png", scene.instance[0].astype(np.uint8))
         write_json(refs / "references.json", {"formulation_text": ft_meta, "formulation_graphic": fg_layer.to_dict(),
                                               "target_time": tstar})
+        TIMINGS["plate, overlay, references"] = time.perf_counter() - t_refs
     finally:
         renderer.close()
 

@@ -26,7 +26,7 @@ def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
     sel.add_argument("--task", action="append", choices=TASK_NAMES, metavar="TASK",
                      help=f"task to build (repeatable): {', '.join(TASK_NAMES)}")
     sel.add_argument("--all", action="store_true", help="build every task")
-    sel.add_argument("--config", action="append", type=Path, metavar="FILE", help="build these config files")
+    sel.add_argument("--config", action="extend", nargs="+", type=Path, metavar="FILE", help="build these config files")
     p.add_argument("--out", type=Path, default=Path("orchard"), help="dataset root (default: ./orchard)")
     p.add_argument("--scenes", type=Path, default=None, help="config folder (default: the shipped scenes/)")
     p.add_argument("--materials", type=Path, default=None, help="material library (default: <scenes>/materials.yaml)")

@@ -339,12 +339,11 @@ def _axes(cfg: CaseConfig, layer: Layer, placer: Placer, scale: float) -> None:
         for name, vec in (("x", np.array([1.0, 0, 0])), ("y", np.array([0, 1.0, 0])), ("z", np.array([0, 0, 1.0])))}
     longest = max(np.linalg.norm(v) for v in dirs.values())
     length = 38 * scale
-    origin = np.array([14 * scale + length * 0.2, H - 16 * scale])
     shown = {k: v / longest * length for k, v in dirs.items() if np.linalg.norm(v) >= 0.3 * longest}
-    # shift the origin right/up so every axis stays in the frame
-    for v in shown.values():
-        origin[0] = max(origin[0], 8 - min(0.0, v[0]) + 2)
-        origin[1] = min(origin[1], H - 8 - max(0.0, v[1]))
+    # bottom-left corner: shift the glyph so every axis tip and its label (~14 px beyond) stay in the frame
+    pad = 16 * scale
+    tips = np.array([[0.0, 0.0]] + [v + v / (np.linalg.norm(v) or 1) * pad for v in shown.values()])
+    origin = np.array([8 * scale - tips[:, 0].min(), H - 8 * scale - tips[:, 1].max()])
     for name, v in shown.items():
         end = origin + v
         layer.arrows.append(Arrow("axis", tuple(origin), tuple(end), AXIS_COLORS[name], max(2, round(2 * scale))))

@@ -12,7 +12,7 @@ from .base import (BACKENDS, HIDE_OBJECTS, HIDE_SUPPORTS, PASSES, RENDERERS, Con
                    register_renderer)
 
 # name -> module that registers it on import
-_MODULES = {"mujoco": ".mujoco_backend"}
+_MODULES = {"mujoco": ".mujoco_backend", "isaac": ".isaac_backend"}
 
 
 def _load(name: str) -> None:

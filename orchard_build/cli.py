@@ -18,6 +18,7 @@ from .resources import scenes_dir
 from .tasks import TASK_NAMES
 
 SUBCOMMANDS = ("build", "validate", "sheet")
+SUBCOMMANDS += ("export-usd",)  # Isaac Sim: the OpenUSD stage of a case
 
 
 def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
@@ -35,6 +36,9 @@ def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
     p.add_argument("--no-render", action="store_true",
                    help="write the JSON/text artifacts only (no simulation engine, images or video)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--backend", choices=("mujoco", "isaac"), default=None,
+                   help="simulation/render engine for every case (default: the config's render.backend, else mujoco); "
+                        "isaac needs NVIDIA Isaac Sim (docs/isaac-sim.md)")
     p.add_argument("--version", action="version", version=f"orchard-build {__version__}")
     return p
 
@@ -64,9 +68,77 @@ def _cmd_sheet(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- Isaac Sim: export-usd and --backend ---------------------------------------------------------
+def _export_usd_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orchard-build export-usd",
+                                description="Write the OpenUSD stage of a case (the scene the Isaac Sim backend "
+                                            "simulates and renders). Needs usd-core: pip install -e '.[isaac]'.")
+    p.add_argument("case", type=Path, help="case directory holding config.yaml, or a config .yaml file")
+    p.add_argument("--out", type=Path, default=None,
+                   help="stage file, .usda (text) or .usd/.usdc (binary) (default: <case dir>/scene.usda)")
+    p.add_argument("--materials", type=Path, default=None, help="material library (default: the shipped one)")
+    return p
+
+
+def _cmd_export_usd(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .engines.usd_stage import write_stage
+    from .io import read_json
+
+    case_dir = args.case if args.case.is_dir() else args.case.parent
+    src = args.case / "config.yaml" if args.case.is_dir() else args.case
+    if not src.is_file():
+        raise ConfigError(src, "", "no case config: give a case directory holding config.yaml, or a config file")
+    cfg = load_config(src, load_materials(args.materials or default_materials_path()))
+    try:
+        recorded = read_json(case_dir / "case.json").get("config", {}).get("materials_sha256")
+    except (OSError, ValueError):
+        recorded = None
+    if recorded and recorded != cfg.materials_sha256:
+        print(f"warning: {case_dir} was built with another material library than the one used here", file=sys.stderr)
+    out = args.out or case_dir / "scene.usda"
+    scene = write_stage(cfg, out)
+    print(f"{out}: {cfg.case_id}, {len(cfg.objects)} object(s), {scene.steps_per_second} physics steps/s, "
+          f"pair coefficients: {scene.plan.strategy}")
+    for a, b in scene.inexact_pairs:
+        print(f"warning: no PhysX combine mode gives the {a}–{b} pair coefficients exactly", file=sys.stderr)
+    return 0
+
+
+_BACKEND_OVERRIDE: list = [None]  # engine chosen with --backend for the build in progress
+
+
+def _apply_backend_option(args: argparse.Namespace) -> None:
+    """--backend: fail now, with install instructions, if the engine cannot run here; then make every case of
+    this build use it (sets cfg.render["backend"], which render_case reads, on each prepared case)."""
+    from . import build as build_module
+
+    name = getattr(args, "backend", None)
+    _BACKEND_OVERRIDE[0] = name
+    if name == "isaac":
+        from .engines.isaac_backend import require_isaac
+
+        require_isaac()
+        if args.jobs > 1:
+            raise ConfigError("--jobs", "", "the isaac backend runs one Isaac Sim per process: use --jobs 1")
+    if name and not getattr(build_module.prepare, "_orchard_backend_hook", False):
+        original = build_module.prepare
+
+        def prepare(paths, materials):
+            cases = original(paths, materials)
+            for case in cases:
+                if _BACKEND_OVERRIDE[0]:
+                    case.config.render["backend"] = _BACKEND_OVERRIDE[0]
+            return cases
+
+        prepare._orchard_backend_hook = True
+        build_module.prepare = prepare
+
+
 def _top_help() -> str:
     return (_build_parser().format_help()
             + "\nsubcommands:\n  validate DIR   check a dataset (orchard-build validate --help)\n"
+            + "  export-usd CASE  the case's OpenUSD stage for Isaac Sim (orchard-build export-usd --help)\n"
             + "  sheet DIR      contact sheets of a rendered dataset (orchard-build sheet --help)\n")
 
 
@@ -81,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_validate(_validate_parser().parse_args(argv))
         if command == "sheet":
             return _cmd_sheet(_sheet_parser().parse_args(argv))
+        if command == "export-usd":
+            return _cmd_export_usd(_export_usd_parser().parse_args(argv))
         return _cmd_build(_build_parser().parse_args(argv))
     except OrchardError as exc:
         errors = getattr(exc, "errors", [str(exc)])
@@ -95,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from .build import build, find_configs
+
+    _apply_backend_option(args)
 
     scenes = args.scenes or scenes_dir()
     materials = args.materials or default_materials_path(scenes)

@@ -299,6 +299,8 @@ class _Physics5:
         self.view = RigidPrim(prim_paths_expr=body_paths, name="orchard_objects", reset_xform_properties=False)
         self.world.scene.add(self.view)
         self.world.reset()
+        if not self.view.is_physics_handle_valid():  # reads would fall back to (static) USD values
+            raise OrchardError("Isaac Sim: the physics view of the objects is not valid after World.reset()")
 
     def set_state(self, pos, quat, lin, ang_rad) -> None:
         self.view.set_world_poses(positions=np.asarray(pos, np.float32), orientations=np.asarray(quat, np.float32))
@@ -333,11 +335,16 @@ class _Physics6:
         if not ok:
             raise OrchardError(f"Isaac Sim could not open the stage {stage_path}")
         self.sm, self.app_utils = SimulationManager, app_utils
-        SimulationManager.set_default_physics_scene(scene_path)
+        try:  # track the stage's own scene, so that setup_simulation does not add a second one
+            SimulationManager.set_default_physics_scene(scene_path)
+        except Exception:  # deprecated since 6.0; setup_simulation then sets dt on every scene it tracks
+            pass
         SimulationManager.setup_simulation(dt=dt, device="cpu")
-        app_utils.play()
+        app_utils.play()  # the warm-start callback initialises physics; the explicit call is a no-op then
         SimulationManager.initialize_physics()
         self.view = RigidPrim(body_paths)
+        if not self.view.is_physics_tensor_entity_valid():  # reads would fall back to (static) USD values
+            raise OrchardError("Isaac Sim: the physics tensor view of the objects is not valid after initialisation")
 
     def set_state(self, pos, quat, lin, ang_rad) -> None:
         self.view.set_world_poses(positions=np.asarray(pos, np.float32), orientations=np.asarray(quat, np.float32))

@@ -19,6 +19,7 @@ from .tasks import TASK_NAMES
 
 SUBCOMMANDS = ("build", "validate", "sheet")
 SUBCOMMANDS += ("export-usd",)  # Isaac Sim: the OpenUSD stage of a case
+SUBCOMMANDS += ("ingest", "annotate", "agreement")  # real-world cases: orchard_build/realworld/cli.py
 
 
 def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
@@ -139,7 +140,10 @@ def _top_help() -> str:
     return (_build_parser().format_help()
             + "\nsubcommands:\n  validate DIR   check a dataset (orchard-build validate --help)\n"
             + "  export-usd CASE  the case's OpenUSD stage for Isaac Sim (orchard-build export-usd --help)\n"
-            + "  sheet DIR      contact sheets of a rendered dataset (orchard-build sheet --help)\n")
+            + "  sheet DIR      contact sheets of a rendered dataset (orchard-build sheet --help)\n"
+            + "  ingest VIDEO   a real-world case from a clip (orchard-build ingest --help)\n"
+            + "  annotate push|pull DIR  Label Studio round trip of real-world cases\n"
+            + "  agreement A B  inter-annotator Cohen's κ and ICC(2,1) of two passes\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_sheet(_sheet_parser().parse_args(argv))
         if command == "export-usd":
             return _cmd_export_usd(_export_usd_parser().parse_args(argv))
+        if command in ("ingest", "annotate", "agreement"):  # real-world cases
+            from .realworld.cli import run as run_realworld
+
+            return run_realworld(command, argv)
         return _cmd_build(_build_parser().parse_args(argv))
     except OrchardError as exc:
         errors = getattr(exc, "errors", [str(exc)])

@@ -13,6 +13,7 @@ import tempfile
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -103,13 +104,24 @@ def write_core_artifacts(case: PreparedCase, stage: Path, artifacts: dict) -> No
     })
 
 
-def producers_for(render: bool) -> list[Producer]:
-    """JSON/text artifacts always; images, video and render passes when `render` is set."""
+def write_qa_artifact(case: PreparedCase, stage: Path, artifacts: dict, strict: bool = True) -> None:
+    from .qa import QAError, write_qa
+
+    report = write_qa(case.config, case.trajectory, stage)
+    artifacts["qa"] = "qa.json"
+    if strict and not report.passed:
+        failed = "; ".join(f"{c.category}/{c.name}: {c.detail}" for c in report.failures())
+        raise QAError(f"{case.path}: QA failed: {failed} (build with --allow-qa-failures to keep it)")
+
+
+def producers_for(render: bool, allow_qa_failures: bool = False) -> list[Producer]:
+    """JSON/text artifacts always; images, video and render passes when `render` is set; QA last."""
     producers: list[Producer] = [write_core_artifacts]
     if render:
         from .render_case import write_render_artifacts
 
         producers.append(write_render_artifacts)
+    producers.append(partial(write_qa_artifact, strict=not allow_qa_failures))
     return producers
 
 
@@ -131,14 +143,14 @@ def is_up_to_date(case: PreparedCase, out_root: Path, render: bool = True) -> bo
             and doc.get("provenance", {}).get("tool_version") == __version__)
 
 
-def build_case(case: PreparedCase, out_root: Path, render: bool = True) -> Path:
+def build_case(case: PreparedCase, out_root: Path, render: bool = True, allow_qa_failures: bool = False) -> Path:
     staging_root = out_root / STAGING_DIR
     staging_root.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=staging_root, prefix="case-"))
     os.chmod(stage, 0o777 & ~_umask())  # mkdtemp makes the directory private; a case is ordinary data
     try:
         artifacts: dict[str, str] = {}
-        for produce in producers_for(render):
+        for produce in producers_for(render, allow_qa_failures):
             produce(case, stage, artifacts)
         diag = stage / "diagnostics.json"
         prov = provenance(*((read_json(diag)["engine"], read_json(diag)["playback"]) if diag.is_file() else ()))
@@ -167,14 +179,14 @@ def write_dataset_index(out_root: Path, name: str = "orchard") -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-def _build_one(config_path: str, materials_path: str, out_root: str, render: bool) -> str:
+def _build_one(config_path: str, materials_path: str, out_root: str, render: bool, allow_qa: bool) -> str:
     materials = load_materials(materials_path)
     case = prepare([Path(config_path)], materials)[0]
-    return str(build_case(case, Path(out_root), render))
+    return str(build_case(case, Path(out_root), render, allow_qa))
 
 
 def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1, force: bool = False,
-          progress: bool = True, render: bool = True) -> BuildReport:
+          progress: bool = True, render: bool = True, allow_qa_failures: bool = False) -> BuildReport:
     """Build every config into out_root. `render=False` writes the JSON/text artifacts only."""
     materials = load_materials(materials_path)
     prepared = prepare(paths, materials)  # raises before anything is written
@@ -190,11 +202,12 @@ def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1
     try:
         if jobs <= 1 or len(todo) <= 1:
             for case in todo:
-                _run_guarded(report, case.config.case_id, lambda c=case: build_case(c, out_root, render))
+                _run_guarded(report, case.config.case_id, lambda c=case: build_case(c, out_root, render, allow_qa_failures))
                 bar.update(1)
         else:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(_build_one, str(c.path), str(materials_path), str(out_root), render): c.config.case_id
+                futures = {pool.submit(_build_one, str(c.path), str(materials_path), str(out_root), render,
+                                       allow_qa_failures): c.config.case_id
                            for c in todo}
                 for fut in as_completed(futures):
                     _run_guarded(report, futures[fut], fut.result)

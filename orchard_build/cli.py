@@ -17,7 +17,7 @@ from .materials import load_materials
 from .resources import scenes_dir
 from .tasks import TASK_NAMES
 
-SUBCOMMANDS = ("build", "validate", "sheet")
+SUBCOMMANDS = ("build", "validate", "sheet", "qa", "generate")
 SUBCOMMANDS += ("export-usd",)  # Isaac Sim: the OpenUSD stage of a case
 SUBCOMMANDS += ("ingest", "annotate", "agreement")  # real-world cases: orchard_build/realworld/cli.py
 
@@ -36,6 +36,8 @@ def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rebuild cases whose config and tool version are unchanged")
     p.add_argument("--no-render", action="store_true",
                    help="write the JSON/text artifacts only (no simulation engine, images or video)")
+    p.add_argument("--allow-qa-failures", action="store_true",
+                   help="keep cases that fail automatic QA (their qa.json says why)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--backend", choices=("mujoco", "isaac"), default=None,
                    help="simulation/render engine for every case (default: the config's render.backend, else mujoco); "
@@ -66,6 +68,58 @@ def _cmd_sheet(args: argparse.Namespace) -> int:
 
     for path in write_sheets(args.dataset, args.out):
         print(path)
+    return 0
+
+
+def _qa_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orchard-build qa",
+                                description="Run automatic QA on every case of a dataset; writes qa.json per case.")
+    p.add_argument("dataset", type=Path, help="dataset root holding dataset.json")
+    p.add_argument("--materials", type=Path, default=None, help="material library (default: the shipped one)")
+    return p
+
+
+def _cmd_qa(args: argparse.Namespace) -> int:
+    from .io import read_json
+    from .mechanics import solve
+    from .qa import qa_summary, write_qa
+    from .config import load_config
+
+    materials = load_materials(args.materials or default_materials_path())
+    index = read_json(args.dataset / "dataset.json")
+    reports = []
+    for entry in index["cases"]:
+        case = args.dataset / entry["path"]
+        cfg = load_config(case / "config.yaml", materials)
+        report = write_qa(cfg, solve(cfg), case)
+        reports.append((cfg.task.name, report))
+        for c in report.failures():
+            print(f"FAIL {cfg.case_id}: {c.category}/{c.name}: {c.detail}"
+                  + (f" (suggestion: {c.suggestion})" if c.suggestion else ""))
+    print(qa_summary(reports))
+    return 0 if all(r.passed for _, r in reports) else 1
+
+
+def _generate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orchard-build generate",
+                                description="Sample case configs from the declared ranges (deterministic per seed).")
+    p.add_argument("--task", required=True, choices=TASK_NAMES, metavar="TASK")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", type=Path, required=True, help="folder for the YAML files, e.g. scenes/free_fall")
+    p.add_argument("--start", type=int, default=0, help="first case number (default 0)")
+    p.add_argument("--ranges", type=Path, default=None, help="ranges file (default: <scenes>/ranges.yaml)")
+    p.add_argument("--materials", type=Path, default=None)
+    return p
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from .generate import generate
+
+    ranges = args.ranges or (scenes_dir() / "ranges.yaml")
+    materials = load_materials(args.materials or default_materials_path())
+    paths = generate(args.task, args.count, args.seed, args.out, ranges, materials, start=args.start)
+    print(f"wrote {len(paths)} configs to {args.out}")
     return 0
 
 
@@ -143,7 +197,9 @@ def _top_help() -> str:
             + "  sheet DIR      contact sheets of a rendered dataset (orchard-build sheet --help)\n"
             + "  ingest VIDEO   a real-world case from a clip (orchard-build ingest --help)\n"
             + "  annotate push|pull DIR  Label Studio round trip of real-world cases\n"
-            + "  agreement A B  inter-annotator Cohen's κ and ICC(2,1) of two passes\n")
+            + "  agreement A B  inter-annotator Cohen's κ and ICC(2,1) of two passes\n"
+            + "  qa DIR         automatic case QA (orchard-build qa --help)\n"
+            + "  generate       sample configs from declared ranges (orchard-build generate --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_sheet(_sheet_parser().parse_args(argv))
         if command == "export-usd":
             return _cmd_export_usd(_export_usd_parser().parse_args(argv))
+        if command == "qa":
+            return _cmd_qa(_qa_parser().parse_args(argv))
+        if command == "generate":
+            return _cmd_generate(_generate_parser().parse_args(argv))
         if command in ("ingest", "annotate", "agreement"):  # real-world cases
             from .realworld.cli import run as run_realworld
 
@@ -193,7 +253,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ConfigError("--jobs", "", "must be at least 1")
     report = build(paths, materials, args.out, jobs=args.jobs, force=args.force,
-                   progress=not args.no_progress, render=not args.no_render)
+                   progress=not args.no_progress, render=not args.no_render,
+                   allow_qa_failures=args.allow_qa_failures)
     print(f"built {len(report.built)}, skipped {len(report.skipped)} (unchanged), failed {len(report.failed)} "
           f"→ {args.out}")
     for case_id, reason in report.failed:

@@ -116,7 +116,7 @@ def _free_fall(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]
     raw["objects"] = [_obj("body", shape, size, mat, {"free": place}, annotate)]
     raw["description"] = (f"A {mat.replace('_', ' ')} {shape} is " + ("dropped from rest" if not v0 else
                           ("thrown upward" if v0 > 0 else "thrown downward")) + " and lands.")
-    return raw, {"after": s.u(r["after_landing"]), "event": "landing", "fallback": (1.0, 2.0)}
+    return raw, {"after": s.u(r["after_landing"]), "event": "landing"}
 
 
 def _projectile(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
@@ -385,6 +385,12 @@ def _object_px(cfg, traj) -> float:
     return smallest
 
 
+def _displacement_px(cfg, traj) -> float:
+    cam, t = cfg.camera, cfg.timing.target_time
+    return max(float(np.linalg.norm(cam.project(traj.state(o.id, t).position)[0] - cam.project(o.position)[0]))
+               for o in cfg.objects) * 360.0 / cam.height
+
+
 def sample_config(task: str, number: int, rng: np.random.Generator, ranges: dict, materials: MaterialLibrary,
                   seed: int) -> dict:
     s = Sampler(rng, ranges)
@@ -407,6 +413,8 @@ def sample_config(task: str, number: int, rng: np.random.Generator, ranges: dict
             cfg = resolve_config(raw, f"<generated {task} {number}>", materials)
             if _object_px(cfg, traj) < s.common["min_object_px"]:
                 raise PhysicsError("objects would appear too small")
+            if task != "at_rest" and _displacement_px(cfg, traj) < 2 * s.common["min_object_px"]:
+                raise PhysicsError("the state at t* would look like the start")
             return raw
         except (ConfigError, PhysicsError, ValueError) as exc:
             last = exc

@@ -340,21 +340,40 @@ def _axes(cfg: CaseConfig, layer: Layer, placer: Placer, scale: float) -> None:
     longest = max(np.linalg.norm(v) for v in dirs.values())
     length = 38 * scale
     shown = {k: v / longest * length for k, v in dirs.items() if np.linalg.norm(v) >= 0.3 * longest}
-    # bottom-left corner: shift the glyph so every axis tip and its label (~14 px beyond) stay in the frame
     pad = 16 * scale
     tips = np.array([[0.0, 0.0]] + [v + v / (np.linalg.norm(v) or 1) * pad for v in shown.values()])
-    origin = np.array([8 * scale - tips[:, 0].min(), H - 8 * scale - tips[:, 1].max()])
-    for name, v in shown.items():
-        end = origin + v
-        layer.arrows.append(Arrow("axis", tuple(origin), tuple(end), AXIS_COLORS[name], max(2, round(2 * scale))))
-        placer.block_segment(tuple(origin), tuple(end), 2 * scale + 4)
-    for name, v in shown.items():
-        end = origin + v
-        lines = (name,)
-        d = v / (np.linalg.norm(v) or 1)
-        box = placer.place(placer.text_size(lines), tuple(end), prefer=tuple(d), radii=(2, 6, 10, 16),
-                           what=f"axis label {name}")
-        layer.labels.append(Label("axis", lines, tuple(end), box, color=AXIS_COLORS[name], boxed=False))
+    m = 8 * scale
+    # corners in order of preference; the glyph goes to the first where it and its labels fit
+    corners = [np.array([m - tips[:, 0].min(), H - m - tips[:, 1].max()]),       # bottom-left
+               np.array([W - m - tips[:, 0].max(), H - m - tips[:, 1].max()]),   # bottom-right
+               np.array([W - m - tips[:, 0].max(), m - tips[:, 1].min()]),       # top-right
+               np.array([m - tips[:, 0].min(), m + 40 * scale - tips[:, 1].min()])]  # top-left, below g
+    last: OverlayError | None = None
+    for origin in corners:
+        glyph = Box(origin[0] + tips[:, 0].min(), origin[1] + tips[:, 1].min(),
+                    origin[0] + tips[:, 0].max(), origin[1] + tips[:, 1].max())
+        if not placer.free(glyph, clearance=1.0):
+            continue
+        saved_blocked, saved_boxes = placer.blocked.copy(), list(placer.boxes)
+        arrows, labels = [], []
+        try:
+            for name, v in shown.items():
+                end = origin + v
+                arrows.append(Arrow("axis", tuple(origin), tuple(end), AXIS_COLORS[name], max(2, round(2 * scale))))
+                placer.block_segment(tuple(origin), tuple(end), 2 * scale + 4)
+            for name, v in shown.items():
+                end = origin + v
+                d = v / (np.linalg.norm(v) or 1)
+                box = placer.place(placer.text_size((name,)), tuple(end), prefer=tuple(d), radii=(2, 6, 10, 16),
+                                   what=f"axis label {name}")
+                labels.append(Label("axis", (name,), tuple(end), box, color=AXIS_COLORS[name], boxed=False))
+        except OverlayError as exc:
+            placer.blocked, placer.boxes, last = saved_blocked, saved_boxes, exc
+            continue
+        layer.arrows.extend(arrows)
+        layer.labels.extend(labels)
+        return
+    raise last or OverlayError("no corner of the frame is free for the coordinate axes")
 
 
 # ---------------------------------------------------------------------------------------------

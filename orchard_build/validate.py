@@ -92,6 +92,11 @@ def validate_dataset(root: str | Path, materials: MaterialLibrary | None = None)
 
 def validate_case(case: Path, col: _Collector, materials: MaterialLibrary | None, expected_id: str | None) -> None:
     docs = {name: col.load(case / name, schema) for name, schema in CASE_FILES.items()}
+    if (case / "qa.json").is_file():
+        qa = col.load(case / "qa.json", "qa.schema.json")
+        if qa is not None and not qa["passed"]:
+            failed = ", ".join(c["name"] for c in qa["checks"] if not c["passed"])
+            col.add(case / "qa.json", "passed", f"the case failed QA ({failed})")
     c = docs["case.json"]
     if c is None:
         return

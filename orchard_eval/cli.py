@@ -1,24 +1,200 @@
-"""`orchard-eval`: the evaluator's command line. The scoring commands arrive with the evaluation work;
-until then this entry point says so plainly instead of pretending to score."""
+"""`orchard-eval`: the evaluator's command line.
+
+    orchard-eval validate-predictions --cases DATASET --predictions PRED_DIR [--json]
+    orchard-eval prompts  --cases DATASET --protocol video|image [--variant default|text-parameter|concise]
+                          [--templates FILE] --out PROMPTS.jsonl
+    orchard-eval run      --cases DATASET --predictions PRED_DIR --out results/<model>/
+                          [--judge none|…] [--judge-option KEY=VALUE …] [--jobs N] [--rule paper|published]
+    orchard-eval table    results/* [--out STEM]
+    orchard-eval baseline --kind oracle|static|blank --cases DATASET --out PRED_DIR [--protocol video|image]
+
+Exit status: 0 success; 1 the input has problems (validation issues, responses that scored 0 because
+of bad artifacts are NOT a failure of `run`); 2 the command could not run (bad arguments, a dataset
+manifest that is refused, a record file that cannot be resumed).
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import sys
+from pathlib import Path
 
 from . import __version__
 
 
-def main(argv: list[str] | None = None) -> int:
+def _add_cases(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cases", required=True, metavar="DATASET", help="dataset root (Orchard or Apple-PI-GT layout)")
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="orchard-eval", description="Score model outputs on Orchard cases.")
     p.add_argument("--version", action="version", version=f"orchard-eval {__version__}")
-    p.add_argument("command", nargs="?", help="evaluation command (not available in this version)")
-    args = p.parse_args(argv)
-    if args.command is None:
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    v = sub.add_parser("validate-predictions", help="check a prediction directory against a dataset")
+    _add_cases(v)
+    v.add_argument("--predictions", required=True, metavar="PRED_DIR")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument("--no-decode", action="store_true", help="check presence and size only (fast)")
+    v.add_argument("--max-issues", type=int, default=200, help="issues printed (default 200)")
+
+    pr = sub.add_parser("prompts", help="render the generation prompts of a dataset")
+    _add_cases(pr)
+    pr.add_argument("--protocol", required=True, choices=("video", "image"))
+    pr.add_argument("--variant", default="default", choices=("default", "text-parameter", "concise"))
+    pr.add_argument("--templates", metavar="FILE", help="template file (YAML or JSON; default: the shipped one)")
+    pr.add_argument("--out", required=True, metavar="PROMPTS.jsonl")
+
+    r = sub.add_parser("run", help="score a prediction directory")
+    _add_cases(r)
+    r.add_argument("--predictions", required=True, metavar="PRED_DIR")
+    r.add_argument("--out", required=True, metavar="RESULTS_DIR")
+    r.add_argument("--judge", default="none", help="judge name from the registry (default: none = objective-only)")
+    r.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="option passed to the judge (repeatable; VALUE parsed as JSON when it can be)")
+    r.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    r.add_argument("--rule", default="paper", choices=("paper", "published"),
+                   help="frame alignment and P-T fusion: the paper's (default) or the published code's")
+    r.add_argument("--segmenter", default="classical", help="segmenter name (default classical)")
+    r.add_argument("--restart", action="store_true", help="discard existing records in --out and start over")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
+
+    t = sub.add_parser("table", help="put several runs side by side (CSV + Markdown)")
+    t.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    t.add_argument("--out", metavar="STEM", help="write STEM.csv and STEM.md (default: print Markdown)")
+
+    b = sub.add_parser("baseline", help="write an oracle / static / blank prediction directory")
+    b.add_argument("--kind", required=True, choices=("oracle", "static", "blank"))
+    _add_cases(b)
+    b.add_argument("--out", required=True, metavar="PRED_DIR")
+    b.add_argument("--protocol", default="video", choices=("video", "image"))
+    b.add_argument("--num-rollouts", type=int, default=None)
+    return p
+
+
+def _judge_options(items: list[str]) -> dict:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise ValueError(f"--judge-option expects KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except ValueError:
+            out[k.strip()] = v
+    return out
+
+
+def cmd_validate(a) -> int:
+    from .cases import load_dataset
+    from .predictions import validate_predictions
+
+    ds = load_dataset(a.cases)
+    rep = validate_predictions(ds, a.predictions, decode=not a.no_decode)
+    if a.json:
+        print(json.dumps(rep.to_dict(), indent=1, default=str))
+    else:
+        fatal = [i for i in rep.issues if i.fatal]
+        warn = [i for i in rep.issues if not i.fatal]
+        print(f"{a.predictions}: {rep.usable}/{rep.expected} rollouts usable; "
+              f"{len(fatal)} error(s), {len(warn)} warning(s)")
+        if rep.submission is not None:
+            s = rep.submission
+            print(f"model {s.model!r}, protocol {s.protocol}, {s.num_rollouts} rollouts")
+        for p in ds.problems:
+            print(f"dataset: {p}")
+        for i in (fatal + warn)[:a.max_issues]:
+            print(f"  {i}")
+        if len(rep.issues) > a.max_issues:
+            print(f"  … {len(rep.issues) - a.max_issues} more (--json for all)")
+        if rep.by_kind():
+            print("by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(rep.by_kind().items())))
+    return 0 if rep.ok else 1
+
+
+def cmd_prompts(a) -> int:
+    from .prompts import build_prompts, write_jsonl
+
+    recs, notes = build_prompts(a.cases, a.protocol, a.variant, a.templates)
+    n = write_jsonl(recs, a.out)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{n} prompts → {a.out}")
+    return 0
+
+
+def cmd_run(a) -> int:
+    from .run import RunOptions, run_evaluation
+
+    opts = RunOptions(cases=a.cases, predictions=a.predictions, out=a.out, judge=a.judge,
+                      judge_options=_judge_options(a.judge_option), jobs=max(1, a.jobs), rule=a.rule,
+                      segmenter=a.segmenter, progress=not a.no_progress and sys.stderr.isatty(),
+                      restart=a.restart, limit=a.limit)
+    res = run_evaluation(opts)
+    s = res.summary
+    print(f"{s['model']} ({s['protocol']}, {s['mode']}): {res.n_scored} responses scored, {res.n_skipped} "
+          f"already done, {s['counts']['invalid']} scored 0 (see {Path(a.out) / 'eval.log'})")
+    if s["mode"] == "objective-only":
+        print("objective-only: no judge; P-T and F-T have no objective metric and are not scored")
+    from .tables import to_markdown
+
+    print(to_markdown([s]))
+    return 0
+
+
+def cmd_table(a) -> int:
+    from .tables import load_summary, to_markdown, write_tables
+
+    sums = []
+    for d in a.results:
+        try:
+            sums.append(load_summary(d))
+        except ValueError as exc:
+            print(f"skipped: {exc}", file=sys.stderr)
+    if not sums:
+        print("no results to tabulate", file=sys.stderr)
+        return 1
+    if a.out:
+        c, m = write_tables(sums, a.out)
+        print(f"{c}\n{m}")
+    print(to_markdown(sums))
+    return 0
+
+
+def cmd_baseline(a) -> int:
+    from .baselines import write_baseline
+
+    notes = write_baseline(a.kind, a.cases, a.out, protocol=a.protocol, num_rollouts=a.num_rollouts)
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    print(f"baseline {a.kind} ({a.protocol}) → {a.out}")
+    return 0
+
+
+COMMANDS = {"validate-predictions": cmd_validate, "prompts": cmd_prompts, "run": cmd_run, "table": cmd_table,
+            "baseline": cmd_baseline}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
+    a = p.parse_args(argv)
+    if a.command is None:
         p.print_help()
         return 0
-    print(f"orchard-eval {__version__}: the command {args.command!r} is not available yet; "
-          "the evaluator is being built (see the project issues).", file=sys.stderr)
-    return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    from .cases import CaseFormatError
+    from .paths import UnsafePathError
+    from .prompts import TemplateError
+    from .records import RecordLogError
+
+    try:
+        return COMMANDS[a.command](a)
+    except (CaseFormatError, UnsafePathError, TemplateError, RecordLogError, KeyError, ValueError, OSError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"orchard-eval {a.command}: error: {msg}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

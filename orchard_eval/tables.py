@@ -1,0 +1,87 @@
+"""Result tables in the column order of the paper's Table 2:
+
+    Model | Avg. | P-T  P-G  F-T  F-G  Ded. | Grav.  Mom.  N1  Multi | Sim.  Real
+
+written as CSV (machine-readable, empty cell = no score) and Markdown (— = no score). Every cell comes
+from a run's `summary.json` (`table_row`), i.e. from case-level means, never from other cells.
+`orchard-eval table results/*` puts several runs side by side; judged and objective-only runs are
+labelled in the Mode column and never merged.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+COLUMNS = ("Avg.", "P-T", "P-G", "F-T", "F-G", "Ded.", "Grav.", "Mom.", "N1", "Multi", "Sim.", "Real")
+GROUPS = (("", ("Avg.",)), ("Track-wise", ("P-T", "P-G", "F-T", "F-G", "Ded.")),
+          ("Pillar-wise", ("Grav.", "Mom.", "N1", "Multi")), ("Source-wise", ("Sim.", "Real")))
+
+
+class TableError(ValueError):
+    """A results directory without a usable summary.json."""
+
+
+def load_summary(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise TableError(f"{p}: no summary.json (run `orchard-eval run` first)") from exc
+    except ValueError as exc:
+        raise TableError(f"{p}: not JSON: {exc}") from exc
+    if not isinstance(doc, dict) or "table_row" not in doc:
+        raise TableError(f"{p}: not an orchard-eval summary (no table_row)")
+    return doc
+
+
+def rows(summaries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for s in summaries:
+        r = {"Model": str(s.get("model", "?")), "Mode": str(s.get("mode", "?")),
+             "Protocol": str(s.get("protocol", "?"))}
+        r.update({c: s["table_row"].get(c) for c in COLUMNS})
+        out.append(r)
+    return out
+
+
+def _fmt(v: Any, digits: int) -> str:
+    return "—" if v is None else f"{float(v):.{digits}f}"
+
+
+def to_csv(summaries: Sequence[Mapping[str, Any]], digits: int = 4) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["Model", "Mode", "Protocol", *COLUMNS])
+    for r in rows(summaries):
+        w.writerow([r["Model"], r["Mode"], r["Protocol"],
+                    *["" if r[c] is None else f"{float(r[c]):.{digits}f}" for c in COLUMNS]])
+    return buf.getvalue()
+
+
+def to_markdown(summaries: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
+    head = ["Model", "Mode", *COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * len(COLUMNS)) + "|"]
+    for r in rows(summaries):
+        lines.append("| " + " | ".join([r["Model"].replace("|", "\\|"), r["Mode"],
+                                        *[_fmt(r[c], digits) for c in COLUMNS]]) + " |")
+    notes = []
+    if any(r["Mode"] == "objective-only" for r in rows(summaries)):
+        notes.append("objective-only rows: no judge; P-T and F-T have no objective metric (—), the other "
+                     "cells use the objective metrics alone and are not comparable with judged rows.")
+    groups = "Groups: " + "; ".join(f"{g}: {', '.join(cs)}" for g, cs in GROUPS if g)
+    return "\n".join(lines) + "\n\n" + groups + "\n" + "".join(f"\n{n}\n" for n in notes)
+
+
+def write_tables(summaries: Sequence[Mapping[str, Any]], stem: str | Path) -> tuple[Path, Path]:
+    """Write `<stem>.csv` and `<stem>.md`; returns their paths."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    c, m = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    c.write_text(to_csv(summaries), encoding="utf-8")
+    m.write_text(to_markdown(summaries), encoding="utf-8")
+    return c, m

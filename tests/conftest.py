@@ -9,7 +9,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("ORCHARD_NO_PROGRESS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-SCENES = REPO / "scenes"
+SCENES = REPO / "scenes"  # the shipped suite, the material library and the generator ranges
+FIXTURES = REPO / "tests" / "fixtures" / "scenes"  # hand-written configs, a few per task
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +22,7 @@ def materials():
 
 @pytest.fixture
 def scene_raw():
-    """Load a shipped scene config as a dict (a fresh copy per call)."""
+    """Load a fixture config as a dict (a fresh copy per call)."""
     def load(rel: str) -> dict:
-        return copy.deepcopy(yaml.safe_load((SCENES / rel).read_text()))
+        return copy.deepcopy(yaml.safe_load((FIXTURES / rel).read_text()))
     return load

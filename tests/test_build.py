@@ -13,7 +13,7 @@ from orchard_build.materials import load_materials
 from orchard_build.schemas import iter_errors
 from orchard_build.tasks import TASK_NAMES
 from orchard_build.validate import validate_dataset
-from tests.conftest import SCENES
+from tests.conftest import FIXTURES, SCENES
 
 MATERIALS = SCENES / "materials.yaml"
 
@@ -28,7 +28,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     out = tmp_path_factory.mktemp("orchard")
-    report = build(find_configs(SCENES, TASK_NAMES), MATERIALS, out, render=False, progress=False)
+    report = build(find_configs(FIXTURES, TASK_NAMES), MATERIALS, out, render=False, progress=False)
     assert not report.failed, report.failed
     return out
 
@@ -37,7 +37,7 @@ def test_every_task_builds(dataset):
     index = json.loads((dataset / "dataset.json").read_text())
     tasks = {c["task"] for c in index["cases"]}
     assert tasks == set(TASK_NAMES)
-    assert len(index["cases"]) == len(find_configs(SCENES, TASK_NAMES))
+    assert len(index["cases"]) == len(find_configs(FIXTURES, TASK_NAMES))
     for entry in index["cases"]:
         case = dataset / entry["path"]
         for name in ("case.json", "config.yaml", "config_resolved.json", "physics_duration.txt", "timestamps.json",
@@ -59,7 +59,7 @@ def test_every_artifact_validates(dataset, materials):
 
 def test_rebuild_is_byte_identical(dataset, tmp_path):
     out = tmp_path / "again"
-    build(find_configs(SCENES, TASK_NAMES), MATERIALS, out, render=False, progress=False)
+    build(find_configs(FIXTURES, TASK_NAMES), MATERIALS, out, render=False, progress=False)
     first, second = tree_digest(dataset), tree_digest(out)
     assert first.keys() == second.keys()
     differing = [k for k in first if first[k] != second[k]]
@@ -67,7 +67,7 @@ def test_rebuild_is_byte_identical(dataset, tmp_path):
 
 
 def test_unchanged_cases_are_skipped(dataset):
-    paths = find_configs(SCENES, ["inclined_plane"])
+    paths = find_configs(FIXTURES, ["inclined_plane"])
     report = build(paths, MATERIALS, dataset, render=False, progress=False)
     assert report.built == [] and len(report.skipped) == len(paths)
 
@@ -97,7 +97,7 @@ def test_velocity_label_and_target_state(dataset):
 # ---- bad input: a clear error and nothing written ----------------------------------------------
 def _scenes_copy(tmp_path: Path) -> Path:
     dst = tmp_path / "scenes"
-    shutil.copytree(SCENES, dst)
+    shutil.copytree(FIXTURES, dst)
     return dst
 
 

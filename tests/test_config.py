@@ -6,9 +6,9 @@ import yaml
 
 from orchard_build.config import load_config, resolve_config
 from orchard_build.errors import ConfigError
-from tests.conftest import SCENES
+from tests.conftest import FIXTURES, SCENES
 
-ALL_CONFIGS = sorted(SCENES.glob("*/*.yaml"))
+ALL_CONFIGS = sorted(FIXTURES.glob("*/*.yaml")) + sorted(SCENES.glob("*/*.yaml"))
 
 
 @pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.stem}")

@@ -11,7 +11,7 @@ from orchard_build.build import build, find_configs
 from orchard_build.tasks import TASK_NAMES
 from orchard_build.validate import validate_dataset
 from orchard_build.video import decode_mp4, read_png
-from tests.conftest import SCENES
+from tests.conftest import FIXTURES, SCENES
 from tests.test_build import tree_digest
 
 MATERIALS = SCENES / "materials.yaml"
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     out = tmp_path_factory.mktemp("rendered")
-    report = build(find_configs(SCENES, TASK_NAMES), MATERIALS, out, jobs=2, progress=False)
+    report = build(find_configs(FIXTURES, TASK_NAMES), MATERIALS, out, jobs=2, progress=False)
     assert report.failed == [], "\n".join(f"{c}: {r}" for c, r in report.failed)
     return out
 
@@ -146,8 +146,8 @@ def test_reference_backgrounds_are_pure_white(rendered):
 
 
 def test_rebuild_is_deterministic(rendered, tmp_path):
-    picks = [SCENES / "inclined_plane" / "000001.yaml", SCENES / "perfectly_inelastic_collision" / "000000.yaml",
-             SCENES / "composition" / "000000.yaml"]
+    picks = [FIXTURES / "inclined_plane" / "000001.yaml", FIXTURES / "perfectly_inelastic_collision" / "000000.yaml",
+             FIXTURES / "composition" / "000000.yaml"]
     build(picks, MATERIALS, tmp_path, progress=False)
     again = tree_digest(tmp_path / "cases")
     first = tree_digest(rendered / "cases")

@@ -24,6 +24,14 @@ from orchard_build.tasks import TASK_NAMES  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 SCENES = REPO / "scenes"
 MATERIALS = load_materials(SCENES / "materials.yaml")
+
+
+def first_config(task: str) -> Path:
+    """The first shipped config of a task (the suite's numbering may change when it is regenerated)."""
+    found = sorted((SCENES / task).glob("*.yaml"))
+    if not found:
+        pytest.skip(f"no shipped config for {task} under {SCENES}")
+    return found[0]
 CONFIGS = sorted(p for p in SCENES.glob("*/*.yaml"))
 F32 = dict(rel=2e-7, abs=1e-9)  # values stored as 32-bit floats
 
@@ -273,7 +281,7 @@ def test_camera_projects_like_the_opencv_camera(written):
 
 
 def test_stage_text_is_deterministic(tmp_path):
-    cfg = load_config(SCENES / "composition" / "000000.yaml", MATERIALS)
+    cfg = load_config(first_config("composition"), MATERIALS)
     a, b = tmp_path / "a.usda", tmp_path / "b.usda"
     write_stage(cfg, a)
     write_stage(cfg, b)

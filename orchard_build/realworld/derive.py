@@ -28,7 +28,7 @@ from .. import __version__
 from ..artifacts import EVENT_MERGE, frame_of, speed_label, REST_SPEED
 from ..errors import OrchardError
 from ..formulas import build_formula_info
-from ..io import read_json, write_json, write_text_atomic
+from ..io import canonical, read_json, write_json, write_text_atomic
 from ..overlay import (V0_COLOR, Arrow, Label, Layer, OverlayError, Placer, _clip_arrow, _fmt, draw_layer,
                        font_size)
 from ..primitives import Primitive
@@ -172,7 +172,9 @@ def timestamps_doc(T: float, fps: float, tstar: float, events: list[dict], grid_
     for ev in events:
         if EVENT_MERGE < ev["t"] <= T + 1e-12:
             add(min(ev["t"], T), f"event:{ev['label']}")
-    entries = [{"t": t, "frame": max(1, frame_of(t, fps)), "kinds": kinds[t]} for t in sorted(kinds)]
+    # frames from the times as written (canonical JSON keeps 12 digits: a grid time on a half frame
+    # must round the same way when read back)
+    entries = [{"t": t, "frame": max(1, frame_of(canonical(t), fps)), "kinds": kinds[t]} for t in sorted(kinds)]
     return {"fps": fps, "physics_duration": T, "target_time": tstar,
             "timestamps": [e["t"] for e in entries], "entries": entries}
 
@@ -212,7 +214,7 @@ def events_doc(src: dict, steps: list[dict], T: float, fps: float) -> dict:
     events = []
     for e in sorted(src.get("events") or [], key=lambda e: e["t"]):
         stage = max([i for i, s in enumerate(steps) if s["t_start"] <= e["t"] + 1e-9] or [0])
-        events.append({"t": float(e["t"]), "frame": frame_of(float(e["t"]), fps), "label": e["label"],
+        events.append({"t": float(e["t"]), "frame": frame_of(canonical(float(e["t"])), fps), "label": e["label"],
                        "objects": list(e.get("objects") or [src["objects"][0]["id"]]), "stage": stage,
                        "detail": {"source": "annotated"}})
     return {"physics_duration": T, "events": events, "stages": stages,
@@ -311,9 +313,19 @@ def first_frame_layer(src: dict, meas: dict, objects: list[dict], mask0: np.ndar
         placer.block_segment(tuple(uv + d * 0.04 * width), tuple(end), 3 * scale + 4)
     g = M.value_of(q, "g", default=M.EARTH_G)
     env = (f"g = {_fmt(g)} m/s²",)
-    box = placer.place(placer.text_size(env), (6.0, 6.0), prefer=(1.0, 1.0), radii=(0.0, 8.0, 30.0, 60.0),
-                       what="global g label")
-    layer.labels.append(Label("global", env, (6.0, 6.0), box))
+    # a global label: the top-left corner first, then the other corners (real frames are not framed for it)
+    box, anchor = None, (6.0, 6.0)
+    for anchor, prefer in (((6.0, 6.0), (1.0, 1.0)), ((width - 6.0, 6.0), (-1.0, 1.0)),
+                           ((6.0, height - 6.0), (1.0, -1.0)), ((width - 6.0, height - 6.0), (-1.0, -1.0))):
+        try:
+            box = placer.place(placer.text_size(env), anchor, prefer=prefer, radii=(0.0, 8.0, 30.0, 60.0),
+                               what="global g label")
+            break
+        except OverlayError:
+            continue
+    if box is None:
+        box = placer.place(placer.text_size(env), (width / 2.0, height / 2.0), what="global g label")
+    layer.labels.append(Label("global", env, anchor, box))
     ang = M.value_of(q, "angle")
     anchors = src.get("label_anchors", {})
     if ang is not None:
@@ -374,7 +386,7 @@ def derive_case(case_dir: str | Path) -> dict[str, Any]:
     track0 = {i: t[0] for i, t in tracks.items() if not np.isnan(t[0, 0])}
 
     # velocity.json: the state at t*
-    kstar = max(1, frame_of(tstar, fps))
+    kstar = max(1, frame_of(canonical(tstar), fps))
     explicit = {s["id"]: s for s in src.get("target_state", [])}
     vel_objects = []
     for o in objects:

@@ -2,8 +2,10 @@
 pure metrics, so that a scoring command is a thin loop over cases, subtracks and rollouts.
 
 * `graphic_iou` — P-G / F-G: segment the answer, compare with the reference object masks (D.5).
-* `deduction_metrics` — PSNR, masked PSNR and the three IoUs at the timestamp set; velocity from a
-  dense packet (every GT frame time) when the case has a camera and GT object tracks.
+* `deduction_metrics` — PSNR, masked PSNR and the three IoUs at the timestamp set; velocity (when the
+  case has a camera and GT object tracks) either from the frames sampled at T_c themselves
+  ("sampled", the default: E.2's "sampled frames", no extra segmentation; see `sampled_velocity`) or
+  from a dense packet (every GT frame time) when one is passed.
 
 Missing frames (a keyframe that was not delivered) count as total misses at their timestamp: PSNR
 0 dB and an empty predicted mask. Metrics that cannot be computed for the case (no clean plate for
@@ -66,7 +68,7 @@ def _segment_sequence(case: EvalCase, frames, seg: Segmenter):
 
 
 def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmenter | None = None,
-                      dense: DeductionPacket | None = None) -> ObjectiveResult:
+                      dense: DeductionPacket | None = None, rule: str = "paper") -> ObjectiveResult:
     seg = segmenter or ClassicalSegmenter()
     res = ObjectiveResult({k: None for k in ("psnr", "masked_psnr", "spatial_iou", "spatiotemporal_iou",
                                              "weighted_spatial_iou", "velocity")})
@@ -101,9 +103,51 @@ def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmen
     res.values["weighted_spatial_iou"] = M.weighted_spatial_iou(pu, gu)
     if dense is not None:
         res.values["velocity"], vnote = velocity_metric(case, dense, seg)
-        if vnote:
-            res.notes.append(vnote)
+    else:
+        res.values["velocity"], vnote = sampled_velocity(case, packet, pred_masks, rule)
+    if vnote:
+        res.notes.append(vnote)
     return res
+
+
+def frame_time(index: int, n_video_frames: int, duration: float, rule: str = "paper") -> float:
+    """Physical time of prediction video frame `index` (0 = condition frame) when its N physics frames
+    span [0, T]: index·T/N (paper), or (index − 1)·T/N under the published pairing."""
+    n = max(n_video_frames - 1, 1)
+    return (index - (1 if rule == "published" else 0)) * duration / n
+
+
+def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[str, np.ndarray]],
+                     rule: str = "paper") -> tuple[float | None, str | None]:
+    """S_vel from the frames already sampled at T_c (video protocol): the distinct prediction frames
+    chosen for the timestamps, each at its own physical time index·T/N, give centroid tracks; the
+    velocity over each consecutive pair of them is compared with the GT displacement over the same
+    times (`metrics.velocity_error`). Needs no segmentation beyond the one done for the IoUs."""
+    if packet.protocol != "video":
+        return None, "velocity is not evaluated for keyframe answers"
+    tracks = case.object_tracks()
+    if tracks is None or case.intrinsic is None or case.extrinsic is None:
+        return None, "no GT object tracks or camera: velocity not applicable"
+    if packet.n_video_frames is None:
+        return None, "velocity not applicable: unknown frame count"
+    chosen: dict[int, int] = {}
+    for k, j in enumerate(packet.pred_indices):
+        if j is not None and packet.frames[k] is not None and j not in chosen:
+            chosen[j] = k
+    order = sorted(chosen)
+    if len(order) < 2:
+        return None, "velocity not applicable: fewer than two distinct sampled frames"
+    times = np.array([frame_time(j, packet.n_video_frames, case.physics_duration, rule) for j in order])
+    uv, planes, gpos = {}, {}, {}
+    for o in case.objects:
+        if o.id not in tracks.positions:
+            continue
+        cents = [M.mask_centroid(masks[chosen[j]][o.id]) for j in order]
+        uv[o.id] = np.array([[np.nan, np.nan] if c is None else c for c in cents])
+        planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
+        gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])
+    e = M.velocity_error(uv, times, case.intrinsic, case.extrinsic, planes, gt_positions=gpos)
+    return M.velocity_score(e), None
 
 
 def velocity_metric(case: EvalCase, dense: DeductionPacket, segmenter: Segmenter | None = None

@@ -3,10 +3,11 @@
 For every case × subtrack × rollout (a "response") the run
 
 1. canonicalises the answer (D.1–D.4): the PNG or the last decodable MP4 frame for P-T/P-G/F-T/F-G;
-   for Deduction the MP4 is decoded ONCE, every frame is resized once to the GT resolution, and both
-   the frames at the timestamp set T_c and the dense frames (one per GT frame time, for velocity) are
-   picked from that single pass; image-protocol Deduction reads the keyframes;
-2. computes the objective metrics (`objective.graphic_iou`, `objective.deduction_metrics`);
+   for Deduction the MP4 is decoded ONCE (the frames to keep are chosen from the container's frame
+   count and checked against the decoded count) and only the frames sampled at T_c are converted and
+   resized, once, to the GT resolution; image-protocol Deduction reads the keyframes;
+2. computes the objective metrics (`objective.graphic_iou`, `objective.deduction_metrics`; velocity
+   from the sampled frames, `objective.sampled_velocity`, so each sampled frame is segmented once);
 3. asks the judge (looked up by name in the judge registry; `none` gives objective-only results),
    retrying failures; a persistent failure scores 0 and is logged (D.6);
 4. fuses criteria and metrics (`fusion.fuse`) and appends one record to `<out>/records.jsonl`
@@ -224,6 +225,9 @@ class Scorer:
 
         self.segmenter = get_segmenter(self.segmenter_name)
         self.objective_only = getattr(self.judge, "name", "") == "none"
+        # objective results of identical answer files (same bytes, same case and subtrack): rollouts that
+        # repeat a file are scored once per process; the values are those a fresh computation gives
+        self._objective_cache: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def base_record(self, case: EvalCase, subtrack: str, rollout: int) -> dict[str, Any]:
         return {"record_version": RECORD_VERSION, "case_id": case.case_id, "subtrack": subtrack, "rollout": rollout,
@@ -260,6 +264,20 @@ class Scorer:
         except OSError:
             rec["artifact"]["sha256"] = None
 
+    def _cached(self, case: EvalCase, subtrack: str, rec: dict[str, Any], compute) -> dict[str, Any]:
+        sha = rec["artifact"].get("sha256")
+        key = (case.case_id, subtrack, sha) if sha else None
+        if key is not None and key in self._objective_cache:
+            return self._objective_cache[key]
+        r = compute()
+        out = {"values": dict(r.values), "details": r.details, "notes": list(r.notes),
+               "low_confidence": bool(r.low_confidence)}
+        if key is not None:
+            if len(self._objective_cache) > 256:
+                self._objective_cache.clear()
+            self._objective_cache[key] = out
+        return out
+
     def _score(self, case: EvalCase, subtrack: str, rollout: int, rec: dict[str, Any]) -> None:
         protocol = self.submission.protocol
         try:
@@ -275,17 +293,17 @@ class Scorer:
                 return self._invalid(rec, ans.error_kind or "undecodable", ans.error or "no answer artifact")
             rec["artifact"].update(source_size=ans.source_size, n_frames=ans.n_frames)
             if subtrack in ("perception_graphic", "formulation_graphic"):
-                r = graphic_iou(case, subtrack, ans.image, self.segmenter)
-                objective.update(r.values)
-                rec["metric_details"] = r.details
-                rec["notes"] += r.notes
-                rec["low_confidence"] = r.low_confidence
+                r = self._cached(case, subtrack, rec, lambda: graphic_iou(case, subtrack, ans.image, self.segmenter))
+                objective.update(r["values"])
+                rec["metric_details"] = r["details"]
+                rec["notes"] += r["notes"]
+                rec["low_confidence"] = r["low_confidence"]
             request = JudgeRequest(case.case_id, subtrack, rubric, [ans.image],
                                    _refs(case, REFERENCE_ROLES[subtrack]), _facts(case, subtrack))
             per_ts = None
         else:
             if protocol == "video":
-                pk, dense = decode_deduction(case, path, self.rule, dense=True)
+                pk, dense = decode_deduction(case, path, self.rule, dense=False)
             else:
                 pk, dense = canonical_deduction(case, path, "image", rule=self.rule), None
             if not pk.ok:
@@ -293,11 +311,12 @@ class Scorer:
             rec["artifact"].update(n_frames=pk.n_video_frames, pred_indices=pk.pred_indices,
                                    missing_timestamps=[pk.times[i] for i in pk.missing])
             rec["notes"] += pk.notes
-            r = deduction_metrics(case, pk, self.segmenter, dense=dense)
-            objective.update(r.values)
-            rec["metric_details"] = r.details
-            rec["notes"] += r.notes
-            rec["low_confidence"] = r.low_confidence
+            r = self._cached(case, subtrack, rec,
+                             lambda: deduction_metrics(case, pk, self.segmenter, dense=dense, rule=self.rule))
+            objective.update(r["values"])
+            rec["metric_details"] = r["details"]
+            rec["notes"] += r["notes"]
+            rec["low_confidence"] = r["low_confidence"]
             refs = _refs(case, REFERENCE_ROLES[subtrack])
             if protocol == "image":
                 request = None
@@ -482,8 +501,9 @@ def _run(opts: RunOptions, out: Path, ds: Dataset, sub: Submission, judge: Judge
             spec = dict(cases=opts.cases, predictions=opts.predictions, judge=opts.judge,
                         judge_options=opts.judge_options, rule=opts.rule, segmenter=opts.segmenter)
             ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-            # split per rollout so that the slowest (case, subtrack) does not serialise the tail
-            small = [(cid, st, (r,)) for cid, st, rs in tasks for r in rs]
+            # one task per (case, subtrack): its rollouts share the worker's GT frames and objective cache;
+            # Deduction tasks (the slowest) go first so that they do not form the tail
+            small = sorted(tasks, key=lambda t: (t[1] != "deduction", t[0], t[1]))
             with ProcessPoolExecutor(max_workers=opts.jobs, mp_context=ctx, initializer=_init_worker,
                                      initargs=(spec,)) as pool:
                 futures = [pool.submit(_work, t) for t in small]

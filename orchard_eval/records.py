@@ -62,15 +62,26 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str | None:
     return h.hexdigest()
 
 
+DEPENDENCIES = {"numpy": "numpy", "scipy": "scipy", "opencv": "opencv-python-headless", "pyav": "av",
+                "pillow": "pillow", "jsonschema": "jsonschema"}
+
+
 def dependency_versions() -> dict[str, str | None]:
+    from importlib import metadata
+
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for mod, attr in (("numpy", "__version__"), ("scipy", "__version__"), ("cv2", "__version__"),
-                      ("av", "__version__"), ("PIL", "__version__"), ("jsonschema", "__version__")):
+    for name, dist in DEPENDENCIES.items():
         try:
-            m = __import__(mod)
-            out[{"cv2": "opencv", "PIL": "pillow", "av": "pyav"}.get(mod, mod)] = str(getattr(m, attr, None))
-        except Exception:  # noqa: BLE001 - a missing optional library is recorded as None
-            out[{"cv2": "opencv", "PIL": "pillow", "av": "pyav"}.get(mod, mod)] = None
+            out[name] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    if out.get("opencv") is None:
+        try:
+            import cv2
+
+            out["opencv"] = str(cv2.__version__)
+        except ImportError:  # pragma: no cover
+            pass
     return out
 
 

@@ -17,7 +17,7 @@ from .materials import load_materials
 from .resources import scenes_dir
 from .tasks import TASK_NAMES
 
-SUBCOMMANDS = ("build", "validate", "sheet", "qa", "generate")
+SUBCOMMANDS = ("build", "validate", "sheet", "qa", "generate", "export")
 SUBCOMMANDS += ("export-usd",)  # Isaac Sim: the OpenUSD stage of a case
 SUBCOMMANDS += ("ingest", "annotate", "agreement")  # real-world cases: orchard_build/realworld/cli.py
 
@@ -190,6 +190,24 @@ def _apply_backend_option(args: argparse.Namespace) -> None:
         build_module.prepare = prepare
 
 
+def _export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orchard-build export",
+                                description="Write a rendered Orchard dataset in another published layout.")
+    p.add_argument("dataset", type=Path, help="dataset root holding dataset.json")
+    p.add_argument("--format", choices=["apple-pi-gt"], default="apple-pi-gt")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export_apple_pi import export_dataset
+
+    done = export_dataset(args.dataset, args.out, progress=not args.no_progress)
+    print(f"exported {len(done)} cases in the {args.format} layout → {args.out}")
+    return 0
+
+
 def _top_help() -> str:
     return (_build_parser().format_help()
             + "\nsubcommands:\n  validate DIR   check a dataset (orchard-build validate --help)\n"
@@ -199,7 +217,8 @@ def _top_help() -> str:
             + "  annotate push|pull DIR  Label Studio round trip of real-world cases\n"
             + "  agreement A B  inter-annotator Cohen's κ and ICC(2,1) of two passes\n"
             + "  qa DIR         automatic case QA (orchard-build qa --help)\n"
-            + "  generate       sample configs from declared ranges (orchard-build generate --help)\n")
+            + "  generate       sample configs from declared ranges (orchard-build generate --help)\n"
+            + "  export DIR     write a dataset in the Apple-PI-GT layout (orchard-build export --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_qa(_qa_parser().parse_args(argv))
         if command == "generate":
             return _cmd_generate(_generate_parser().parse_args(argv))
+        if command == "export":
+            return _cmd_export(_export_parser().parse_args(argv))
         if command in ("ingest", "annotate", "agreement"):  # real-world cases
             from .realworld.cli import run as run_realworld
 

@@ -51,11 +51,13 @@ def evaluate(case_id: str, primary: Pass | None, reviews: list[Pass], precisions
              object_ids: Mapping[int, str]) -> dict[str, Any]:
     """The review record (review.schema.json)."""
     problems: list[str] = []
+    violation = False  # a protocol violation (self-review, duplicate reviewer, extra reviewer), not just missing work
     disagreements: list[dict[str, Any]] = []
     if primary is None:
         problems.append("no primary annotation")
     if primary is not None:
         own = [r for r in reviews if r.user == primary.user]
+        violation = violation or bool(own)
         for r in own:
             problems.append(f"review {r.annotation_id} is by the primary annotator {r.user}: reviews must be independent")
         reviews_ok = [r for r in reviews if r.user != primary.user]
@@ -63,6 +65,7 @@ def evaluate(case_id: str, primary: Pass | None, reviews: list[Pass], precisions
         reviews_ok = list(reviews)
     users = [r.user for r in reviews_ok]
     dup = sorted({u for u in users if users.count(u) > 1})
+    violation = violation or bool(dup)
     for u in dup:
         problems.append(f"reviewer {u} reviewed more than once: the two reviews must come from distinct users")
     distinct = list(dict.fromkeys(users))
@@ -70,6 +73,7 @@ def evaluate(case_id: str, primary: Pass | None, reviews: list[Pass], precisions
         problems.append(f"needs two independent reviews by distinct users other than the primary annotator, "
                         f"got {len(distinct)}")
     elif len(distinct) > 2:
+        violation = True
         problems.append(f"expected exactly two reviewers, got {len(distinct)}: {', '.join(distinct)}")
     used = []
     for u in distinct[:2]:
@@ -112,8 +116,7 @@ def evaluate(case_id: str, primary: Pass | None, reviews: list[Pass], precisions
                                           "values": {u: round(v, 6) for u, v in ious.items()},
                                           "resolution_order": resolution_order("mask_identity")})
     if problems:
-        status = "incomplete" if not any("primary annotator" in p or "more than once" in p or "exactly two" in p
-                                         for p in problems) else "invalid"
+        status = "invalid" if violation else "incomplete"
     elif disagreements:
         status = "disagreement"
     else:

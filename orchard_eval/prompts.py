@@ -135,7 +135,7 @@ def _annotation_labels(case: EvalCase) -> list[dict[str, Any]] | None:
 
 def _direction_words(dx: float, dy: float) -> str:
     """Image-plane direction (x right, y down) in words plus degrees above the horizontal."""
-    ang = math.degrees(math.atan2(-dy, dx))
+    ang = round(math.degrees(math.atan2(-dy, dx))) + 0  # + 0 turns −0 into 0
     horiz = "right" if dx > 1e-9 else "left" if dx < -1e-9 else ""
     vert = "up" if -dy > 1e-9 else "down" if -dy < -1e-9 else ""
     if abs(dx) > 5 * abs(dy):
@@ -143,7 +143,8 @@ def _direction_words(dx: float, dy: float) -> str:
     if abs(dy) > 5 * abs(dx):
         horiz = ""
     word = " and ".join(w for w in (horiz, vert) if w) or "none"
-    return f"towards the {word} of the picture ({ang:+.0f}° from the rightward horizontal, counter-clockwise)"
+    ang = 0 if ang == 0 else ang
+    return f"towards the {word} of the picture ({ang:+d}° from the rightward horizontal, counter-clockwise)"
 
 
 def initial_directions(case: EvalCase) -> dict[str, str]:
@@ -189,7 +190,8 @@ def parameters_text(case: EvalCase) -> str:
             oid = lab.get("object_id")
             if oid:
                 o = objects.get(oid)
-                desc = ", ".join(x for x in (None if o is None else o.shape, None if o is None else o.material) if x)
+                desc = ", ".join(str(x).replace("_", " ") for x in
+                                 (None if o is None else o.shape, None if o is None else o.material) if x)
                 line = f"- object '{oid}'" + (f" ({desc})" if desc else "") + f": {text}"
                 if oid in dirs and "v0" in text:
                     line += f"; v0 points {dirs[oid]}"

@@ -149,6 +149,24 @@ def decode_deduction(case: EvalCase, path: Path, rule: str = "paper", dense: boo
     return packet(times), (packet(dtimes) if dense else None)
 
 
+def _escaping(root: Path, path: Path) -> Path | None:
+    """The first of `path` (and, for a keyframe directory, its entries) that resolves outside `root`
+    (a symlink out of the prediction directory), or None."""
+    try:
+        real_root = root.resolve()
+        cands = [path]
+        if path.is_dir():
+            cands += sorted(path.iterdir())
+        for p in cands:
+            if p.exists() or p.is_symlink():
+                r = p.resolve()
+                if r != real_root and real_root not in r.parents:
+                    return p
+    except OSError as exc:  # symlink loops and the like
+        return Path(f"{path} ({exc})")
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Judge requests
 # ---------------------------------------------------------------------------------------------
@@ -284,6 +302,9 @@ class Scorer:
             path = rollout_path(self.submission, case.case_id, subtrack, rollout)
         except UnsafePathError as exc:
             return self._invalid(rec, "unsafe_path", str(exc))
+        escaping = _escaping(self.submission.root, path)
+        if escaping is not None:
+            return self._invalid(rec, "unsafe_path", f"{escaping} resolves outside the prediction directory")
         self._artifact(rec, path)
         rubric = rubric_for(subtrack, protocol)
         objective: dict[str, float | None] = {}

@@ -63,8 +63,9 @@ def find_configs(scenes: Path, tasks: Iterable[str]) -> list[Path]:
     return found
 
 
-def prepare(paths: list[Path], materials: MaterialLibrary) -> list[PreparedCase]:
-    """Load, resolve and solve every config; raise BuildErrors listing every problem found."""
+def prepare(paths: list[Path], materials: MaterialLibrary, backend: str | None = None) -> list[PreparedCase]:
+    """Load, resolve and solve every config; raise BuildErrors listing every problem found.
+    `backend` overrides the simulation/render backend of every case (render.backend)."""
     prepared, errors, seen = [], [], {}
     for path in paths:
         try:
@@ -75,6 +76,8 @@ def prepare(paths: list[Path], materials: MaterialLibrary) -> list[PreparedCase]
             if cfg.case_id in seen:
                 raise ConfigError(path, "case_number", f"duplicate case id {cfg.case_id} (also {seen[cfg.case_id]})")
             seen[cfg.case_id] = path
+            if backend:
+                cfg.render["backend"] = backend
             prepared.append(PreparedCase(path, cfg, solve(cfg)))
         except (ConfigError, PhysicsError) as exc:
             errors.append(str(exc))
@@ -179,17 +182,19 @@ def write_dataset_index(out_root: Path, name: str = "orchard") -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-def _build_one(config_path: str, materials_path: str, out_root: str, render: bool, allow_qa: bool) -> str:
+def _build_one(config_path: str, materials_path: str, out_root: str, render: bool, allow_qa: bool,
+               backend: str | None) -> str:
     materials = load_materials(materials_path)
-    case = prepare([Path(config_path)], materials)[0]
+    case = prepare([Path(config_path)], materials, backend)[0]
     return str(build_case(case, Path(out_root), render, allow_qa))
 
 
 def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1, force: bool = False,
-          progress: bool = True, render: bool = True, allow_qa_failures: bool = False) -> BuildReport:
+          progress: bool = True, render: bool = True, allow_qa_failures: bool = False,
+          backend: str | None = None) -> BuildReport:
     """Build every config into out_root. `render=False` writes the JSON/text artifacts only."""
     materials = load_materials(materials_path)
-    prepared = prepare(paths, materials)  # raises before anything is written
+    prepared = prepare(paths, materials, backend)  # raises before anything is written
     report = BuildReport()
     todo = []
     for case in prepared:
@@ -207,7 +212,7 @@ def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1
         else:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 futures = {pool.submit(_build_one, str(c.path), str(materials_path), str(out_root), render,
-                                       allow_qa_failures): c.config.case_id
+                                       allow_qa_failures, backend): c.config.case_id
                            for c in todo}
                 for fut in as_completed(futures):
                     _run_guarded(report, futures[fut], fut.result)

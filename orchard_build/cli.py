@@ -160,34 +160,16 @@ def _cmd_export_usd(args: argparse.Namespace) -> int:
     return 0
 
 
-_BACKEND_OVERRIDE: list = [None]  # engine chosen with --backend for the build in progress
-
-
 def _apply_backend_option(args: argparse.Namespace) -> None:
-    """--backend: fail now, with install instructions, if the engine cannot run here; then make every case of
-    this build use it (sets cfg.render["backend"], which render_case reads, on each prepared case)."""
-    from . import build as build_module
-
+    """--backend: fail now, with install instructions, if the engine cannot run here (the build then
+    passes the name down to every case)."""
     name = getattr(args, "backend", None)
-    _BACKEND_OVERRIDE[0] = name
     if name == "isaac":
         from .engines.isaac_backend import require_isaac
 
         require_isaac()
         if args.jobs > 1:
             raise ConfigError("--jobs", "", "the isaac backend runs one Isaac Sim per process: use --jobs 1")
-    if name and not getattr(build_module.prepare, "_orchard_backend_hook", False):
-        original = build_module.prepare
-
-        def prepare(paths, materials):
-            cases = original(paths, materials)
-            for case in cases:
-                if _BACKEND_OVERRIDE[0]:
-                    case.config.render["backend"] = _BACKEND_OVERRIDE[0]
-            return cases
-
-        prepare._orchard_backend_hook = True
-        build_module.prepare = prepare
 
 
 def _export_parser() -> argparse.ArgumentParser:
@@ -275,7 +257,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise ConfigError("--jobs", "", "must be at least 1")
     report = build(paths, materials, args.out, jobs=args.jobs, force=args.force,
                    progress=not args.no_progress, render=not args.no_render,
-                   allow_qa_failures=args.allow_qa_failures)
+                   allow_qa_failures=args.allow_qa_failures, backend=getattr(args, "backend", None))
     print(f"built {len(report.built)}, skipped {len(report.skipped)} (unchanged), failed {len(report.failed)} "
           f"→ {args.out}")
     for case_id, reason in report.failed:

@@ -138,6 +138,12 @@ def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[s
     if len(order) < 2:
         return None, "velocity not applicable: fewer than two distinct sampled frames"
     times = np.array([frame_time(j, packet.n_video_frames, case.physics_duration, rule) for j in order])
+    # where the GT video does not show an object (out of view, hidden) it cannot be located in an
+    # answer either: those times leave the object's velocity pairs instead of costing a lost object
+    from .canonical import gt_index
+
+    n_gt = case.n_gt_frames()
+    gt_inst = [case.gt_instances(gt_index(t, case.gt_fps, n_gt)) for t in times]
     uv, planes, gpos = {}, {}, {}
     for o in case.objects:
         if o.id not in tracks.positions:
@@ -146,6 +152,9 @@ def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[s
         uv[o.id] = np.array([[np.nan, np.nan] if c is None else c for c in cents])
         planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
         gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])
+        for k, inst in enumerate(gt_inst):
+            if inst is not None and not (inst == o.instance_id).any():
+                gpos[o.id][k] = np.nan
     e = M.velocity_error(uv, times, case.intrinsic, case.extrinsic, planes, gt_positions=gpos)
     return M.velocity_score(e), None
 

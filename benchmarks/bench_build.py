@@ -33,7 +33,8 @@ from orchard_build.resources import scenes_dir  # noqa: E402
 
 
 def make_case(width: int, height: int, tmp: Path) -> PreparedCase:
-    raw = yaml.safe_load((scenes_dir() / "uniform_linear_motion" / "000000.yaml").read_text())
+    fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "scenes" / "uniform_linear_motion" / "000000.yaml"
+    raw = yaml.safe_load(fixture.read_text())
     raw = copy.deepcopy(raw)
     raw["timing"] = {"fps": 24, "duration": 4.0, "target_time": 2.0}
     raw["objects"][0]["placement"]["surface"]["velocity"] = [0.45, 0.0]

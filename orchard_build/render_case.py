@@ -8,6 +8,8 @@ explicitly with `render: {playback: analytic, reason: …}`.
 """
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,56 @@ def _backend(cfg: CaseConfig):
         raise OrchardError(f"{cfg.source_path}: render.backend: {exc.args[0]}") from exc
 
 
+def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
+    """Render every frame and, in a second thread, encode the video and write the mask PNGs while the
+    next frames render (the renderer, x264 and zlib all release the GIL). Returns frame 0's RGB, the
+    depth stack and the instance stack."""
+    n, (h, w) = cfg.timing.n_frames, (cfg.camera.height, cfg.camera.width)
+    depth = np.empty((n, h, w), np.float32)
+    inst = np.empty((n, h, w), np.uint8)
+    rgb0 = None
+    frames = getattr(renderer, "frames", None)
+    if frames is None:  # a renderer without a streaming form: render everything, then write
+        res = renderer.render(cfg, poses)
+        stream = ({"rgb": res.rgb[k], "depth": res.depth[k], "instance": res.instance[k]} for k in range(n))
+    else:
+        stream = frames(cfg, poses)
+    work: queue.Queue = queue.Queue(maxsize=8)
+    errors: list[BaseException] = []
+
+    def consume() -> None:
+        def rgb_frames():
+            while True:
+                item = work.get()
+                if item is None:
+                    return
+                k, rgb, mask = item
+                write_png(stage / "gt" / "masks" / f"{k:04d}.png", mask)
+                yield rgb
+        try:
+            write_mp4(stage / "gt" / "video.mp4", rgb_frames(), cfg.timing.fps)
+        except BaseException as exc:  # reported in the main thread
+            errors.append(exc)
+            while work.get() is not None:  # drain so the producer never blocks
+                pass
+
+    writer = threading.Thread(target=consume, name="orchard-pass-writer", daemon=True)
+    writer.start()
+    try:
+        for k, frame in enumerate(stream):
+            if k == 0:
+                rgb0 = frame["rgb"].copy()
+            depth[k] = frame["depth"]
+            inst[k] = frame["instance"]
+            work.put((k, frame["rgb"].copy(), inst[k].copy()))
+    finally:
+        work.put(None)
+        writer.join()
+    if errors:
+        raise errors[0]
+    return rgb0, depth, inst
+
+
 def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
     from .engines.base import HIDE_OBJECTS, poses_from_trajectory
 
@@ -107,17 +159,11 @@ def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
             poses = poses_from_trajectory(traj, ids, times)
             states_src = None
 
-        with _timed("render passes"):
-            passes = renderer.render(cfg, poses)
-        rgb, depth, inst = passes.rgb, passes.depth, passes.instance
-        write_png(stage / "first_frame.png", rgb[0])
-        with _timed("encode video"):
-            write_mp4(stage / "gt" / "video.mp4", rgb, cfg.timing.fps)
-        with _timed("write masks"):
-            for k in range(len(inst)):
-                write_png(stage / "gt" / "masks" / f"{k:04d}.png", inst[k].astype(np.uint8))
+        with _timed("render + encode + write passes"):
+            rgb0, depth, inst = _render_and_write_passes(renderer, cfg, poses, stage)
+        write_png(stage / "first_frame.png", rgb0)
         with _timed("write depth"):
-            write_npz(stage / "gt" / "depth.npz", {"maps": depth.astype(np.float32)})
+            write_npz(stage / "gt" / "depth.npz", {"maps": depth})
         state_arrays: dict[str, np.ndarray] = {"times": times}
         for i in ids:
             for key in ("position", "quaternion", "linear_velocity", "angular_velocity"):
@@ -138,7 +184,7 @@ def write_render_artifacts(case, stage: Path, artifacts: dict) -> None:
         # infographic first frame and the Perception-Text reference (same layer, on white)
         stays_at_rest = {i: all(traj.mode(i, float(t)) == "rest" for t in times) for i in ids}
         layer = build_first_frame_layer(cfg, inst[0], friction_static=stays_at_rest)
-        write_png(stage / "annotated_first_frame.png", draw_layer(layer, rgb[0]))
+        write_png(stage / "annotated_first_frame.png", draw_layer(layer, rgb0))
         write_json(stage / "annotations.json", layer.to_dict())
         refs = stage / "references"
         write_png(refs / "perception_text.png", draw_layer(layer, None))

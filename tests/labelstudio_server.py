@@ -119,18 +119,18 @@ def _start(cmd: list[str], data_dir: Path, doc_root: Path, log: Path) -> tuple[s
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """SIGINT to the server's process group, then SIGKILL if it lingers."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=20)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+    """SIGINT to the server's process group, then SIGTERM, then SIGKILL if it lingers."""
+    for sig, wait in ((signal.SIGINT, 15), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            return
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def cache_root() -> Path:

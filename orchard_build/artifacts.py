@@ -47,7 +47,9 @@ def timestamps_doc(cfg: CaseConfig, traj: Trajectory) -> dict[str, Any]:
     for ev in traj.events:
         if EVENT_MERGE < ev.t <= T + 1e-12:
             add(min(ev.t, T), f"event:{ev.label}")
-    entries = [{"t": t, "frame": max(1, frame_of(t, fps)), "kinds": kinds[t]} for t in sorted(kinds)]
+    # frames come from the stored (canonical) times, so a reader recomputing them always agrees
+    entries = [{"t": canonical(t), "frame": max(1, frame_of(canonical(t), fps)), "kinds": kinds[t]}
+               for t in sorted(kinds)]
     return {"fps": fps, "physics_duration": T, "target_time": cfg.timing.target_time,
             "timestamps": [e["t"] for e in entries], "entries": entries}
 
@@ -72,7 +74,7 @@ def velocity_doc(cfg: CaseConfig, traj: Trajectory, speed_override: dict[str, fl
             "arrow_direction_image": None if arrow is None or not np.any(arrow) else arrow,
             "mode": traj.mode(o.id, t),
         })
-    return {"target_time": t, "frame": max(1, frame_of(t, cfg.timing.fps)), "source": "analytic",
+    return {"target_time": t, "frame": max(1, frame_of(canonical(t), cfg.timing.fps)), "source": "analytic",
             "speed_decimals": 2, "objects": objects}
 
 
@@ -80,7 +82,7 @@ def events_doc(cfg: CaseConfig, traj: Trajectory) -> dict[str, Any]:
     fps = cfg.timing.fps
     return {
         "physics_duration": cfg.timing.duration,
-        "events": [{"t": e.t, "frame": frame_of(e.t, fps), "label": e.label, "objects": list(e.objects),
+        "events": [{"t": e.t, "frame": frame_of(canonical(e.t), fps), "label": e.label, "objects": list(e.objects),
                     "stage": e.stage, "detail": dict(e.detail)} for e in traj.events],
         "stages": [{"index": s.index, "law": s.law, "t_start": s.t_start, "t_end": s.t_end,
                     "objects": list(s.objects), "parameters": dict(s.parameters)} for s in traj.stages],

@@ -177,12 +177,12 @@ class Placer:
         self.blocked |= np.asarray(img) > 0
 
 
-def _fmt(x: float, decimals: int = 2) -> str:
+def format_value(x: float, decimals: int = 2) -> str:
     s = f"{x:.{decimals}f}"
     return "0" if float(s) == 0 else s
 
 
-def _clip_arrow(start: np.ndarray, direction: np.ndarray, length: float, w: int, h: int, margin: float = 4) -> np.ndarray:
+def clip_arrow(start: np.ndarray, direction: np.ndarray, length: float, w: int, h: int, margin: float = 4) -> np.ndarray:
     """Shorten an arrow so it stays inside the frame."""
     end = start + direction * length
     for _ in range(20):
@@ -203,13 +203,13 @@ def object_quantities(cfg: CaseConfig) -> dict[str, list[str]]:
         lines = []
         for q in o.annotate:
             if q == "mass":
-                lines.append(f"m = {_fmt(o.mass)} kg")
+                lines.append(f"m = {format_value(o.mass)} kg")
             elif q == "restitution":
-                lines.append(f"e = {_fmt(restitution_for(cfg, o.id))}")
+                lines.append(f"e = {format_value(restitution_for(cfg, o.id))}")
             elif q in ("v0", "speed"):
-                lines.append(f"v0 = {_fmt(float(np.linalg.norm(o.linear_velocity)))} m/s")
+                lines.append(f"v0 = {format_value(float(np.linalg.norm(o.linear_velocity)))} m/s")
             elif q == "friction":
-                lines.append(f"μ = {_fmt(friction_for(cfg, o.id))}")
+                lines.append(f"μ = {format_value(friction_for(cfg, o.id))}")
         out[o.id] = lines
     return out
 
@@ -251,7 +251,7 @@ def build_first_frame_layer(cfg: CaseConfig, instance_mask: np.ndarray, friction
         d = cam.project_direction(o.position, o.linear_velocity)
         if not np.any(d):
             continue
-        end = _clip_arrow(uv, d, 0.11 * W, W, H)
+        end = clip_arrow(uv, d, 0.11 * W, W, H)
         layer.arrows.append(Arrow("v0", tuple(uv), tuple(end), V0_COLOR, max(2, round(3 * scale)), o.id))
         placer.block_segment(tuple(uv + d * 0.04 * W), tuple(end), 3 * scale + 4)
 
@@ -259,7 +259,7 @@ def build_first_frame_layer(cfg: CaseConfig, instance_mask: np.ndarray, friction
     _axes(cfg, layer, placer, scale)
 
     # global label
-    env = [f"g = {_fmt(cfg.g)} m/s²"]
+    env = [f"g = {format_value(cfg.g)} m/s²"]
     size = placer.text_size(tuple(env))
     box = placer.place(size, (6.0, 6.0), prefer=(1.0, 1.0), radii=(0.0, 8.0, 30.0, 60.0), what="global g label")
     layer.labels.append(Label("global", tuple(env), (6.0, 6.0), box))
@@ -280,7 +280,7 @@ def build_first_frame_layer(cfg: CaseConfig, instance_mask: np.ndarray, friction
         mu = friction_for(cfg, o.id, static=None if friction_static is None else friction_static.get(o.id))
         contact = o.position - np.array([0, 0, o.primitive.support_distance(o.rest_pose)])
         uv, _ = cam.project(contact)
-        lines = (f"μ = {_fmt(mu)}",)
+        lines = (f"μ = {format_value(mu)}",)
         box = placer.place(placer.text_size(lines), tuple(uv), prefer=(0.0, 1.0), what=f"μ label of {o.support}")
         layer.labels.append(Label("friction", lines, tuple(uv), box, None))
 
@@ -324,7 +324,7 @@ def _ramp_annotations(cfg: CaseConfig, ramp, layer: Layer, placer: Placer, scale
         mu = friction_for(cfg, o.id, static)
         anchor3d = ramp.surface_point(min(ramp.length * 0.75, ramp.length - 0.05))
         uv, _ = cam.project(anchor3d)
-        lines = (f"μ = {_fmt(mu)}",)
+        lines = (f"μ = {format_value(mu)}",)
         normal_img = cam.project_direction(anchor3d, -ramp.normal)
         box = placer.place(placer.text_size(lines), tuple(uv), prefer=tuple(normal_img) if np.any(normal_img) else (0, 1),
                            what=f"μ label of ramp {ramp.id!r}")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from .overlay import ANSWER_ORANGE, Arrow, Label, Layer, Placer, _clip_arrow, draw_arrow, draw_label, font, font_size
+from .overlay import ANSWER_ORANGE, Arrow, Label, Layer, Placer, clip_arrow, draw_arrow, draw_label, font, font_size
 
 
 def formulation_text_image(width: int, height: int, lines: tuple[str, str, str]) -> tuple[np.ndarray, dict[str, Any]]:
@@ -47,7 +47,7 @@ def formulation_graphic_layer(width: int, height: int, velocity: dict[str, Any],
         if o["moving"] and o["arrow_direction_image"] is not None:
             start = np.asarray(o["center_image"], float)
             d = np.asarray(o["arrow_direction_image"], float)
-            end = _clip_arrow(start, d, 0.11 * width, width, height)
+            end = clip_arrow(start, d, 0.11 * width, width, height)
             layer.arrows.append(Arrow("velocity", tuple(start), tuple(end), ANSWER_ORANGE, max(3, round(4 * scale)), o["id"]))
             placer.block_segment(tuple(start + d * 0.05 * width), tuple(end), 4 * scale + 4)
     for o in velocity["objects"]:

@@ -1,7 +1,8 @@
 """A real Label Studio server for the tests: started once per session on 127.0.0.1, stopped in `finally`.
 
 Where the server comes from: `$ORCHARD_LABEL_STUDIO` (path to a `label-studio` executable, e.g. one in
-its own virtual environment), else `label-studio` on PATH, else the `label_studio` module of this
+its own virtual environment), else `.venv-labelstudio/` in the repository (made by .ci/setup), else
+`label-studio` on PATH, else the `label_studio` module of this
 interpreter. Without any of them the tests that need it are skipped.
 
 Start-up follows the measured facts of docs/real-world.md: an absolute data directory, a fixed admin
@@ -49,6 +50,9 @@ def find_label_studio() -> list[str] | None:
     env = os.environ.get("ORCHARD_LABEL_STUDIO")
     if env:
         return [env] if Path(env).is_file() else None
+    local = Path(__file__).resolve().parents[1] / ".venv-labelstudio" / "bin" / "label-studio"
+    if local.is_file():  # where .ci/setup installs the server (its own venv: it pins older numpy/opencv)
+        return [str(local)]
     exe = shutil.which("label-studio")
     if exe:
         return [exe]

@@ -196,9 +196,6 @@ def test_real_world_case_validates_and_loads(tmp_path):
     assert case.target_state[0].label.startswith("v = ")
 
 
-@pytest.mark.xfail(strict=True, reason="validate.py _check_masses compares real-world objects with the material "
-                                       "library (density of 'rubber' ≠ measured mass / caliper volume); it should "
-                                       "skip the library check for source != 'simulated'")
 def test_real_world_case_passes_cli_validate(tmp_path):
     clip = make_ball_clip(tmp_path / "ball.mp4", 30, 14)
     ingest(clip, "free_fall", "self-recorded", tmp_path / "ds", ball_description(tmp_path / "d.yaml"))

@@ -29,7 +29,7 @@ from ..artifacts import EVENT_MERGE, frame_of, speed_label, REST_SPEED
 from ..errors import OrchardError
 from ..formulas import build_formula_info
 from ..io import canonical, read_json, write_json, write_text_atomic
-from ..overlay import (V0_COLOR, Arrow, Label, Layer, OverlayError, Placer, _clip_arrow, _fmt, draw_layer,
+from ..overlay import (V0_COLOR, Arrow, Label, Layer, OverlayError, Placer, clip_arrow, format_value, draw_layer,
                        font_size)
 from ..primitives import Primitive
 from ..provenance import provenance
@@ -280,15 +280,15 @@ def object_lines(obj: dict, q: list[dict]) -> list[str]:
     lines = []
     for what in obj.get("annotate", []):
         if what == "mass":
-            lines.append(f"m = {_fmt(obj['mass'])} kg")
+            lines.append(f"m = {format_value(obj['mass'])} kg")
         elif what == "restitution":
             e = M.value_of(q, "restitution", obj["id"]) if M.find(q, "restitution", obj["id"]) else M.value_of(q, "restitution")
             if e is not None:
-                lines.append(f"e = {_fmt(e)}")
+                lines.append(f"e = {format_value(e)}")
         elif what in ("v0", "speed"):
             v0 = M.value_of(q, "v0", obj["id"])
             if v0 is not None:
-                lines.append(f"v0 = {_fmt(abs(v0))} m/s")
+                lines.append(f"v0 = {format_value(abs(v0))} m/s")
     return lines
 
 
@@ -308,11 +308,11 @@ def first_frame_layer(src: dict, meas: dict, objects: list[dict], mask0: np.ndar
         d = np.asarray(d, float)
         d = d / (np.linalg.norm(d) or 1.0)
         uv = track0[o["id"]]
-        end = _clip_arrow(uv, d, 0.11 * width, width, height)
+        end = clip_arrow(uv, d, 0.11 * width, width, height)
         layer.arrows.append(Arrow("v0", tuple(uv), tuple(end), V0_COLOR, max(2, round(3 * scale)), o["id"]))
         placer.block_segment(tuple(uv + d * 0.04 * width), tuple(end), 3 * scale + 4)
     g = M.value_of(q, "g", default=M.EARTH_G)
-    env = (f"g = {_fmt(g)} m/s²",)
+    env = (f"g = {format_value(g)} m/s²",)
     # a global label: the top-left corner first, then the other corners (real frames are not framed for it)
     box, anchor = None, (6.0, 6.0)
     for anchor, prefer in (((6.0, 6.0), (1.0, 1.0)), ((width - 6.0, 6.0), (-1.0, 1.0)),
@@ -339,7 +339,7 @@ def first_frame_layer(src: dict, meas: dict, objects: list[dict], mask0: np.ndar
         c = track0.get(first["id"], np.array([width / 2, height / 2]))
         anchor = tuple(anchors.get("friction", (float(c[0]), float(min(height - 2, c[1] + 0.5 * equivalent_extent(
             mask0 == first["instance_id"], first["shape"]))))))
-        lines = (f"μ = {_fmt(mu)}",)
+        lines = (f"μ = {format_value(mu)}",)
         box = placer.place(placer.text_size(lines), anchor, prefer=(0.0, 1.0), what="μ label")
         layer.labels.append(Label("friction", lines, anchor, box))
     for o in objects:

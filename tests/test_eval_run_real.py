@@ -36,10 +36,11 @@ def built(tmp_path_factory):
     cmd = ([exe] if exe else [sys.executable, "-c", "import sys; from orchard_build.cli import main; sys.exit(main())"])
     configs = [str(REPO / c) for c in CONFIGS if (REPO / c).is_file()]
     env = dict(os.environ, ORCHARD_NO_PROGRESS="1")
-    subprocess.run(cmd + ["--config", *configs, "--out", str(ds), "--no-progress"], env=env, cwd=REPO,
-                   capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd + ["--config", *configs, "--out", str(ds), "--no-progress"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
     if not (ds / "dataset.json").is_file() or not json.loads((ds / "dataset.json").read_text())["cases"]:
-        pytest.skip("orchard-build rendered no case here")
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        pytest.skip(f"orchard-build rendered no case here: {tail[0][:300]}")
     return root, ds
 
 

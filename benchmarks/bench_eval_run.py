@@ -1,0 +1,126 @@
+"""Throughput of `orchard-eval run` (prints figures; asserts nothing).
+
+    python benchmarks/bench_eval_run.py [--cases DATASET] [--pred-size 1280x720] [--pred-seconds 5]
+
+Without --cases a small synthetic 640×360 dataset is written. For every case a prediction directory is
+written whose rollouts are all DISTINCT files (so the per-process cache never answers), shaped like
+real model outputs: the answer videos and a Deduction video of `--pred-seconds` at 24 fps and
+`--pred-size` (the GT motion resampled onto it). The script reports
+
+* responses per second for each subtrack (one process, objective-only scoring),
+* for Deduction, our time against a pure PyAV decode of the same videos (decode + RGB conversion of
+  every frame, nothing else),
+* an extrapolation to the paper's load, 400 cases × 5 subtracks × 3 rollouts, on 2 cores
+  (goals: ≤ 15 min; Deduction ≤ 2 × pure decode).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from orchard_eval import synthetic as syn
+from orchard_eval.baselines import encode_video
+from orchard_eval.cases import SUBTRACKS, load_dataset
+from orchard_eval.run import Scorer, build_scorer
+
+
+def pure_decode(path: Path) -> float:
+    import av
+
+    t0 = time.perf_counter()
+    with av.open(str(path)) as c:
+        for f in c.decode(c.streams.video[0]):
+            f.to_ndarray(format="rgb24")
+    return time.perf_counter() - t0
+
+
+def make_predictions(ds_root: Path, pred: Path, size: tuple[int, int], seconds: float, rollouts: int) -> None:
+    import cv2
+
+    ds = load_dataset(ds_root)
+    syn.write_submission(pred, "video", rollouts, model="bench")
+    for cid, case in ds.cases.items():
+        n_gt = case.n_gt_frames()
+        gt = case.gt_frames(range(n_gt))
+        n_pred = int(round(seconds * 24))
+        for r in range(rollouts):
+            d = pred / "cases" / cid
+            # answers: the references (or the input) as the last frame of a 2-s clip
+            for st in SUBTRACKS[:4]:
+                img = case.image(st) if case.has(st) else case.image("condition_frame")
+                if img is None:
+                    img = case.image("condition_frame")
+                frames = [cv2.resize(img, size)] * 47 + [cv2.resize(np.clip(img.astype(int) + r, 0, 255)
+                                                                    .astype(np.uint8), size)]
+                encode_video(d / st / f"rollout_{r:02d}.mp4", frames)
+            # deduction: the GT motion resampled to n_pred physics frames at the prediction size
+            frames = []
+            for k in range(n_pred + 1):
+                i = min(int(round(k / n_pred * (n_gt - 1))), n_gt - 1)
+                f = cv2.resize(gt[i], size, interpolation=cv2.INTER_LINEAR)
+                if r:
+                    f = np.clip(f.astype(np.int16) + r, 0, 255).astype(np.uint8)
+                frames.append(f)
+            encode_video(d / "deduction" / f"rollout_{r:02d}.mp4", frames)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", help="dataset root (default: synthetic)")
+    ap.add_argument("--pred-size", default="1280x720")
+    ap.add_argument("--pred-seconds", type=float, default=5.0)
+    ap.add_argument("--rollouts", type=int, default=2)
+    args = ap.parse_args()
+    size = tuple(int(x) for x in args.pred_size.split("x"))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if args.cases:
+            ds_root = Path(args.cases)
+        else:
+            ds_root = tmp / "ds"
+            cids = ["UniversalGravitation/FreeFall/000000", "UniversalGravitation/ProjectileMotion/000001",
+                    "NewtonsFirstLaw/UniformLinearMotion/000002"]
+            for k, cid in enumerate(cids):
+                sc = syn.Scene(width=640, height=360, duration=1.0, target_time=0.5, background_seed=k)
+                syn.write_orchard_case(ds_root, sc, cid, timestamps=(0.25, 0.5, 0.75, 1.0))
+            syn.write_index(ds_root, cids, "orchard")
+        pred = tmp / "pred"
+        t0 = time.perf_counter()
+        make_predictions(ds_root, pred, size, args.pred_seconds, args.rollouts)
+        print(f"wrote predictions ({size[0]}×{size[1]}, Deduction {args.pred_seconds:g} s at 24 fps) "
+              f"in {time.perf_counter() - t0:.1f} s")
+        scorer: Scorer = build_scorer(str(ds_root), str(pred), "none", None, "paper", "classical")
+        ds = scorer.dataset
+        n_cases = len(ds.cases)
+        per_st: dict[str, list[float]] = {st: [] for st in SUBTRACKS}
+        decode_t: list[float] = []
+        for cid in sorted(ds.cases):
+            scorer.score(cid, "deduction", 0)   # warm the GT caches like a long run does
+            for st in SUBTRACKS:
+                for r in range(args.rollouts):
+                    t = time.perf_counter()
+                    rec = scorer.score(cid, st, r)
+                    per_st[st].append(time.perf_counter() - t)
+                    assert rec["valid"], rec["error"]
+                    if st == "deduction":
+                        decode_t.append(pure_decode(pred / "cases" / cid / "deduction" / f"rollout_{r:02d}.mp4"))
+        print(f"\n{n_cases} cases × {args.rollouts} rollouts, one process, objective-only\n")
+        print(f"{'subtrack':<22s}{'mean s/resp':>12s}{'resp/s':>10s}")
+        for st in SUBTRACKS:
+            m = statistics.mean(per_st[st])
+            print(f"{st:<22s}{m:12.3f}{1 / m:10.1f}")
+        ded, dec = statistics.mean(per_st["deduction"]), statistics.mean(decode_t)
+        print(f"\nDeduction: ours {ded:.3f} s, pure PyAV decode {dec:.3f} s → ratio {ded / dec:.2f} (goal ≤ 2)")
+        per_case = sum(statistics.mean(v) for v in per_st.values())
+        total = 400 * 3 * per_case / 2
+        print(f"extrapolated: 400 cases × 5 subtracks × 3 rollouts on 2 cores ≈ {total / 60:.1f} min "
+              f"(goal ≤ 15 min; {per_case:.2f} s per case and rollout)")
+
+
+if __name__ == "__main__":
+    main()

@@ -171,7 +171,10 @@ class MujocoBackend:
     def info(self, model) -> dict:
         return {"engine": "mujoco", "mujoco_version": mujoco.__version__, "timestep": float(model.opt.timestep),
                 "integrator": _rest.INTEGRATOR, "cone": _rest.CONE, "impratio": _rest.IMPRATIO,
-                "contact_stiffness": _rest.STIFFNESS, "solimp": list(_rest.SOLIMP), "friction": self.friction}
+                "contact_stiffness": _rest.STIFFNESS, "track_contact_stiffness": _rest.TRACK_STIFFNESS,
+                "friction_damping": _rest.FRICTION_DAMPING,
+                "slider_friction_damping": _rest.SLIDER_FRICTION_DAMPING, "ccd_tolerance": _rest.CCD_TOLERANCE,
+                "solimp": list(_rest.SOLIMP), "friction": self.friction}
 
     def _initial_contacts(self, model, data, bodies, distance) -> dict[tuple[str, str], tuple[float, int, int]]:
         """Pairs touching at t = 0: penetrating, or closer than the separation threshold (bodies placed

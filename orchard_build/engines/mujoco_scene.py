@@ -13,7 +13,9 @@ Layout of the generated model
 * Supports: the ground plane; a ramp is a convex prism (visual mesh, down to the ground when its foot
   is raised) plus an invisible box slab whose top face is exactly the sliding surface (collisions use
   MuJoCo's exact box primitives); a circular track is a chain of thin boxes whose inner faces are
-  tangent to the circle of radius R at each segment's middle angle, with two side rails; a platform is a box.
+  tangent to the circle of radius R at each segment's middle angle (TRACK_STEP_DEG, fine enough that the
+  joints' micro-impacts stay small, coarse enough that a rolling body touches one segment at a time),
+  with two side rails; a platform is a box.
 * Geom names: ``ground``, ``ramp:<id>:surface`` (collision), ``ramp:<id>:body`` (visual),
   ``track:<id>:seg<k>`` / ``:rail<k>a`` / ``:rail<k>b``, ``platform:<id>``, ``object:<id>``.
   :func:`entity_of` maps a geom name to its entity (an object id, a support id or ``ground``).
@@ -24,8 +26,14 @@ Layout of the generated model
 * The keyframe ``initial`` holds the config's initial qpos/qvel (free-joint angular velocity is in
   the body frame, so the config's world-frame ω is rotated into it).
 * Contacts: every geom has contype = conaffinity = 0; each object–support and object–object pair is an
-  explicit ``<pair>`` with the pair's friction from ``materials.pair`` and ``solref = (-stiffness,
-  -damping(e))`` from the restitution calibration.
+  explicit ``<pair>`` with ``solref = (-stiffness, -damping(e))`` from the restitution calibration
+  (`restitution.py` explains every contact setting). Object–support pairs have the pair's friction
+  from ``materials.pair`` (condim 3, ``solreffriction`` from `restitution.solref_friction`, which
+  depends on whether the object can roll); pairs with
+  a track use the stiffer ``restitution.TRACK_STIFFNESS``. Object–object pairs are frictionless
+  (condim 1), as the analytic model's collisions are (impulse along the normal, spins unchanged):
+  with friction, spheres placed rolling traded spin for sideways speed at an oblique collision and
+  left the analytic paths by 26–42 mm.
 * Rendering: a fixed camera ``main`` converted from the OpenCV extrinsic, one directional light with a
   2048 shadow map clipped to the scene, a neutral gradient sky, ``<statistic extent="1">`` so that
   znear/zfar/shadowclip are in metres.
@@ -43,7 +51,7 @@ EXTENT = 1.0  # model extent: makes the visual/map distances absolute metres
 ZNEAR = 0.02  # m
 ZFAR = 200.0  # m
 SHADOW_SIZE = 2048
-TRACK_STEP_DEG = 1.0  # angular length of one segment of a track's running surface
+TRACK_STEP_DEG = 0.25  # angular length of one segment of a track's running surface
 RAIL_STEP_DEG = 4.0  # and of its side rails
 TRACK_THICKNESS = 0.02  # m
 RAIL_WIDTH = 0.012  # m
@@ -375,29 +383,40 @@ def build_mjcf(config, *, offscreen: tuple[int, int] | None = None, friction: st
     pairs = []
     pair_xml = []
 
-    def add_pair(g1: str, g2: str, e1: str, e2: str, mat1: str, mat2: str) -> None:
+    def add_pair(g1: str, g2: str, e1: str, e2: str, mat1: str, mat2: str, *, frictionless: bool = False,
+                 stiffness: float = _rest.STIFFNESS, roller: bool = True) -> None:
         pc = config.materials.pair(mat1, mat2)
         mu = pc.dynamic_friction if friction == "dynamic" else pc.static_friction
-        solref = _rest.solref_for(pc.restitution)
-        pair_xml.append(f'<pair geom1="{g1}" geom2="{g2}" condim="3" friction="{_v((mu, mu, 0.005, 0.0001, 0.0001))}" '
-                        f'solref="{_v(solref)}" solimp="{_v(_rest.SOLIMP)}"/>')
+        solref = _rest.solref_for(pc.restitution, stiffness)
+        if frictionless:
+            pair_xml.append(f'<pair geom1="{g1}" geom2="{g2}" condim="1" solref="{_v(solref)}" '
+                            f'solimp="{_v(_rest.SOLIMP)}"/>')
+        else:
+            pair_xml.append(f'<pair geom1="{g1}" geom2="{g2}" condim="3" friction="{_v((mu, mu, 0.005, 0.0001, 0.0001))}" '
+                            f'solref="{_v(solref)}" solimp="{_v(_rest.SOLIMP)}" '
+                            f'solreffriction="{_v(_rest.solref_friction(roller))}"/>')
         pairs.append((g1, g2, e1, e2))
 
+    track_ids = {t.id for t in config.tracks}
     for i, o in enumerate(config.objects):
         og = object_geoms[o.id]
         for sid, gnames in support_geoms.items():
             mat = config.support_material(sid) if sid != "ground" else config.ground_material
+            stiffness = _rest.TRACK_STIFFNESS if sid in track_ids else _rest.STIFFNESS
             for g in gnames:
-                add_pair(og, g, o.id, sid, o.material, mat)
+                add_pair(og, g, o.id, sid, o.material, mat, stiffness=stiffness,
+                         roller=o.primitive.rolls(o.rest_pose))
         for o2 in config.objects[i + 1:]:
-            add_pair(og, object_geoms[o2.id], o.id, o2.id, o.material, o2.material)
+            # Object–object contacts are frictionless, as in the analytic model (impulse along the
+            # normal only, spins unchanged): see orchard_build/mechanics/solver.py.
+            add_pair(og, object_geoms[o2.id], o.id, o2.id, o.material, o2.material, frictionless=True)
 
     g = config.gravity
     xml = "\n".join([
         f'<mujoco model="{config.case_id}">',
         '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
         f'  <option timestep="{_f(_rest.TIMESTEP)}" gravity="{_v(g)}" cone="{_rest.CONE}" '
-        f'impratio="{_f(_rest.IMPRATIO)}" integrator="{_rest.INTEGRATOR}"/>',
+        f'impratio="{_f(_rest.IMPRATIO)}" integrator="{_rest.INTEGRATOR}" ccd_tolerance="{_f(_rest.CCD_TOLERANCE)}"/>',
         f'  <statistic extent="{_f(EXTENT)}" center="{_v(np.round(center, 9))}"/>',
         "  <visual>",
         f'    <global offwidth="{off_w}" offheight="{off_h}"/>',

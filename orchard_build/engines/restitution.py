@@ -1,4 +1,5 @@
-"""Coefficient of restitution → MuJoCo contact damping, by calibration.
+"""Coefficient of restitution → MuJoCo contact damping, by calibration; the contact settings shared by
+every MuJoCo model Orchard builds.
 
 MuJoCo has no restitution parameter. A contact with negative ``solref = (-stiffness, -damping)`` is a
 spring-damper acting on the penetration (as an acceleration, so independent of mass and size);
@@ -9,11 +10,43 @@ bisection on the damping finds the value whose mean rebound ratio over a fixed s
 One impact: a sphere hits the ground plane with normal speed v_in under gravity (equivalent to a drop
 from v_in²/2g) and e = v_out / v_in, with v_in the speed on the last step before the contact appears
 and v_out the speed on the first step after it disappears. The impacts vary the speed (drops of 0.2 …
-1.2 m) and the phase of the first contact within a time step, whose spread (about ±0.01 at this
+1.2 m) and the phase of the first contact within a time step, whose spread (about ±0.006 at this
 timestep) is the engine's own uncertainty on e.
 
 The table is stored in ``restitution_calibration.json`` with the MuJoCo version, timestep, stiffness
 and solver settings it holds for; :func:`calibrate` regenerates it deterministically.
+
+Why these settings (measured against the analytic ground truth, see tests/test_engine_fidelity.py)
+-------------------------------------------------------------------------------------------------
+* Stiffness. The analytic impacts are instantaneous; a soft contact lasts π/√k and lets a sphere sink
+  v/√k into the surface, which delays every rebound (the rebounding body lags by about v_out·π/√k) and
+  shortens the lever arm of friction during the impact. At the former 2·10⁵ s⁻² a steel ball landing at
+  4.8 m/s sank 11 mm and lagged 19 mm. Much stiffer contacts (10⁷) make a sliding box's chatter
+  (below) inaccurate: its acceleration on a 30° ramp came out 2–3 % too large. 2·10⁶ (contact ≈ 2.2 ms,
+  2.6 mm sink at 5 m/s) keeps both within a few millimetres.
+* Friction damping (``solreffriction``). In MuJoCo's elliptic soft cone the friction's reference
+  acceleration is −b_f·v_t; with the default b_f = the normal damping (100–400 s⁻¹) a sphere's contact
+  point had not stopped slipping when a 2 ms impact ended, so bounces kept far too much horizontal
+  speed and too little spin (projectile cases: 1.61 m/s instead of the Coulomb-with-sticking 1.43 m/s).
+  b_f must stop the slip well within one contact (b_f·π/√k ≫ 1), but the soft cone lifts a sliding
+  contact by about μ·b_f·v_t (the convex model's known sliding artefact), which during an impact
+  takes normal momentum away (e drops by up to 0.04 at 45° incidence with b_f = 5000 at k = 10⁷).
+  FRICTION_DAMPING = 2000 s⁻¹ balances the two for rollers (b_f·π/√k ≈ 4.4). A body sliding on a flat
+  face needs no spin to be set at an impact, and there the lift makes a fast-damped box rock (a steel
+  cube sliding down a 30° oak ramp tilted by 3.9° with 2000): SLIDER_FRICTION_DAMPING = 300 s⁻¹
+  (0.05°, and 0.3 mm along the slope after 1 s).
+* ``ccd_tolerance``: a cylinder lying on a box (ramp slab, track segment) touches along a line; with
+  MuJoCo's default 10⁻⁶ m the convex collider returned contact normals tilted by up to 49° at the
+  micrometre penetrations of a resting contact, which acted as extra friction (a cylinder rolling with
+  slip down a glass ramp ended 165 mm behind). 10⁻¹⁰ m gives exact normals.
+* Tracks (sustained rolling inside a polygon of flat segments, never an impact in the analytic model)
+  use TRACK_STIFFNESS with the damping of the same e scaled by √(k_track/k) (same damping ratio): a
+  stiffer contact keeps the contact patch shorter than one segment and the micro-impacts at the
+  segments' joints small (a steel ball looping at 4.5 m/s ended 238 mm behind with 1° segments at the
+  former settings, and still lost 2.5 % of its energy per turn with 1° segments at k = 10⁷; with 0.25°
+  segments at k = 2·10⁶ the patch spans several segments, whose contacts scrub: 88 mm).
+* Step: 1/19200 s divides the frame interval of 24/25/30/48/50/60/… fps and keeps ω·dt ≤ 0.17 even for
+  track contacts; damping up to 1/dt stays stable in MuJoCo's semi-implicit Euler step.
 """
 from __future__ import annotations
 
@@ -28,12 +61,16 @@ import numpy as np
 from . import gl as _gl
 
 # Physics settings shared by every MuJoCo model Orchard builds (mujoco_scene.py reads them from here).
-TIMESTEP = 1.0 / 9600.0  # s; divides the frame interval of 24/25/30/48/50/60/… fps exactly
-STIFFNESS = 2.0e5  # 1/s², contact spring as an acceleration per metre of penetration
+TIMESTEP = 1.0 / 19200.0  # s; divides the frame interval of 24/25/30/48/50/60/… fps exactly
+STIFFNESS = 2.0e6  # 1/s², contact spring as an acceleration per metre of penetration
 SOLIMP = (0.99, 0.99, 0.001, 0.5, 2.0)  # constant impedance: the contact law stays linear
 CONE = "elliptic"
 IMPRATIO = 10.0
 INTEGRATOR = "Euler"
+FRICTION_DAMPING = 2000.0  # 1/s, reference deceleration of tangential slip per m/s (solreffriction) of rollers
+SLIDER_FRICTION_DAMPING = 300.0  # 1/s, the same for bodies that rest on a flat face (cubes, cones, upright cylinders)
+CCD_TOLERANCE = 1e-10  # m, convex collision tolerance (exact normals at micrometre penetrations)
+TRACK_STIFFNESS = 1.0e7  # 1/s², contacts with the running surface of a circular track
 
 E_GRID = tuple(round(0.05 * i, 2) for i in range(21))
 CALIBRATION_PATH = Path(__file__).with_name("restitution_calibration.json")
@@ -47,7 +84,8 @@ _RADIUS = 0.05
 
 def _drop_xml(damping: float, stiffness: float, timestep: float, g: float, radius: float, height: float) -> str:
     return f"""<mujoco model="restitution_drop">
-  <option timestep="{timestep!r}" gravity="0 0 {-g!r}" cone="{CONE}" impratio="{IMPRATIO!r}" integrator="{INTEGRATOR}"/>
+  <option timestep="{timestep!r}" gravity="0 0 {-g!r}" cone="{CONE}" impratio="{IMPRATIO!r}" integrator="{INTEGRATOR}"
+          ccd_tolerance="{CCD_TOLERANCE!r}"/>
   <worldbody>
     <geom name="ground" type="plane" size="5 5 0.1" contype="0" conaffinity="0"/>
     <body name="ball" pos="0 0 {radius + height!r}">
@@ -58,7 +96,8 @@ def _drop_xml(damping: float, stiffness: float, timestep: float, g: float, radiu
   </worldbody>
   <contact>
     <pair geom1="ground" geom2="ball" condim="3" friction="0.5 0.5 0.005 0.0001 0.0001"
-          solref="{-stiffness!r} {-damping!r}" solimp="{' '.join(repr(float(x)) for x in SOLIMP)}"/>
+          solref="{-stiffness!r} {-damping!r}" solimp="{' '.join(repr(float(x)) for x in SOLIMP)}"
+          solreffriction="{-stiffness!r} {-FRICTION_DAMPING!r}"/>
   </contact>
 </mujoco>"""
 
@@ -123,7 +162,7 @@ def calibrate(path: str | Path | None = CALIBRATION_PATH, *, stiffness: float = 
     """Recompute the e → damping table (deterministic) and write it to `path` (unless None)."""
     import mujoco
 
-    d_max = 0.5 / timestep  # beyond ~1/dt the explicit damping term turns unstable
+    d_max = 1.0 / timestep  # beyond ~2/dt the explicit damping term turns unstable
     entries = []
     for e in E_GRID:
         if e >= 1.0:
@@ -152,6 +191,8 @@ def calibrate(path: str | Path | None = CALIBRATION_PATH, *, stiffness: float = 
         "cone": CONE,
         "impratio": IMPRATIO,
         "integrator": INTEGRATOR,
+        "friction_damping": FRICTION_DAMPING,
+        "ccd_tolerance": CCD_TOLERANCE,
         "drop_heights": list(_DROP_HEIGHTS),
         "phases": list(_PHASES),
         "entries": entries,
@@ -189,6 +230,19 @@ def damping_for(e: float, *, timestep: float = TIMESTEP, stiffness: float = STIF
     return float(np.interp(e, es, ds))
 
 
-def solref_for(e: float) -> tuple[float, float]:
-    """MuJoCo `solref` (negative, direct stiffness/damping form) for restitution e."""
-    return (-STIFFNESS, -damping_for(e))
+def solref_for(e: float, stiffness: float = STIFFNESS) -> tuple[float, float]:
+    """MuJoCo `solref` (negative, direct stiffness/damping form) for restitution e.
+
+    At another stiffness than the calibrated one the damping is scaled by √(stiffness / STIFFNESS),
+    which keeps the damping ratio (exact for the continuous spring-damper, approximate once the time
+    step matters); only track contacts use this, and the analytic model has no impacts on tracks.
+    """
+    return (-float(stiffness), -damping_for(e) * math.sqrt(float(stiffness) / STIFFNESS))
+
+
+def solref_friction(roller: bool = True) -> tuple[float, float]:
+    """MuJoCo `solreffriction` of an object's contacts with supports: tangential slip decays at
+    FRICTION_DAMPING for bodies that can roll (spheres, cylinders on their side), at
+    SLIDER_FRICTION_DAMPING for bodies that rest on a flat face (the stiffness entry is unused by
+    friction dimensions)."""
+    return (-STIFFNESS, -(FRICTION_DAMPING if roller else SLIDER_FRICTION_DAMPING))

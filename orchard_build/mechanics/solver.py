@@ -20,8 +20,10 @@ Modelling rules and the approximations they make (each is documented where it is
   flat there (a documented jump of a(1 − cos θ) in COM height and of θ in tilt).
 * Circular tracks (inside of a vertical circle): energy conservation with k = I/(m r²) (k = 0 on a
   frictionless track: pure sliding, spin unchanged); detachment where N = 0.
-* Collisions between objects: frictionless impulse along the contact normal with e_pair; e = 0 welds
-  the pair. Spheres in any geometry; cubes and cylinders only head-on along a horizontal face normal.
+* Collisions between objects: frictionless impulse along the contact normal with e_pair (spins
+  unchanged, whatever the materials' friction); e = 0 welds the pair. Spheres in any geometry; cubes and
+  cylinders only head-on along a horizontal face normal. The MuJoCo engine's object–object contact pairs
+  are frictionless to match (engines/mujoco_scene.py).
 * Support clearance (bodies running into ramps, tracks or platform sides) is checked on a dense sample of
   every segment (`GUARD_SAMPLES` points); such contacts are refused, never modelled.
 

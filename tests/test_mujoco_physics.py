@@ -124,7 +124,7 @@ def test_free_flight_state_conventions():
 def test_drop_contact_events_and_interpolated_times():
     objs = [{"id": "ball", "shape": "sphere", "size": {"radius": 0.05}, "material": "putty",
              "placement": {"free": {"position": [0.0, 0.0, 0.55]}}}]
-    cfg = resolve(make_raw(objs, task="free_fall", duration=0.6))
+    cfg = resolve(make_raw(objs, task="free_fall", duration=0.625))
     times = np.array([0.0, 0.1234567, 0.25, 0.6])  # off the step grid: interpolated
     run = get_backend("mujoco").simulate(cfg, times)
     z = run.states["ball"].position[:, 2]

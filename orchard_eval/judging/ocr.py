@@ -1,0 +1,166 @@
+"""Offline OCR for the programmatic judge: RapidOCR 3.x on onnxruntime with its bundled default models
+(no download; any non-default model would try the network), configured as measured in
+`shared/notes/ocr-segmentation-video.md`: `Global.use_cls=False`, `Det.limit_type=max`,
+`Det.limit_side_len=960`.
+
+`read_text(img, scale)` returns the detected text boxes in the image's own pixel coordinates
+(upscaling by `scale` first helps small fonts); results are memoised by the image's bytes, so the
+reference images of a case are read once per process. `lines(boxes)` joins boxes that share a text
+line. `normalise` and `similarity` compare strings the way OCR output must be compared: spaces
+ignored, typical misreads folded (² → 2, µ → μ, ν/V → v for single letters, curly quotes, dashes).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+PARAMS = {"Global.use_cls": False, "Det.limit_type": "max", "Det.limit_side_len": 960}
+_engine = None
+_engine_lock = threading.Lock()
+_memo: "OrderedDict[str, list[TextBox]]" = OrderedDict()
+_MEMO_SIZE = 256
+
+
+class OCRUnavailable(RuntimeError):
+    """rapidocr / onnxruntime are not installed (pip install 'orchard-bench[ocr]')."""
+
+
+@dataclass(frozen=True)
+class TextBox:
+    text: str
+    score: float
+    box: tuple[float, float, float, float]   # x0, y0, x1, y1
+
+    @property
+    def center(self) -> tuple[float, float]:
+        return (0.5 * (self.box[0] + self.box[2]), 0.5 * (self.box[1] + self.box[3]))
+
+    @property
+    def height(self) -> float:
+        return self.box[3] - self.box[1]
+
+    @property
+    def width(self) -> float:
+        return self.box[2] - self.box[0]
+
+
+def available() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+        import rapidocr  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def engine():
+    global _engine
+    with _engine_lock:
+        if _engine is None:
+            try:
+                from rapidocr import RapidOCR
+            except ImportError as exc:
+                raise OCRUnavailable("the programmatic judge needs rapidocr and onnxruntime "
+                                     "(pip install 'orchard-bench[ocr]')") from exc
+            logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+            _engine = RapidOCR(params=dict(PARAMS))
+            logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+        return _engine
+
+
+def read_text(img: np.ndarray, scale: float = 1.0) -> list[TextBox]:
+    """Text boxes of an RGB uint8 image, in the image's coordinates, top-to-bottom then left-to-right."""
+    img = np.ascontiguousarray(np.asarray(img, dtype=np.uint8)[..., :3])
+    h = hashlib.sha256(img.tobytes() + repr((img.shape, float(scale))).encode()).hexdigest()
+    with _engine_lock:
+        if h in _memo:
+            _memo.move_to_end(h)
+            return list(_memo[h])
+    work = img
+    if scale != 1.0:
+        import cv2
+
+        work = cv2.resize(img, (int(round(img.shape[1] * scale)), int(round(img.shape[0] * scale))),
+                          interpolation=cv2.INTER_CUBIC)
+    eng = engine()
+    with _engine_lock:   # one inference at a time: the engine is not documented as thread-safe
+        res = eng(np.ascontiguousarray(work[..., ::-1]))
+    out: list[TextBox] = []
+    txts = getattr(res, "txts", None) or ()
+    boxes = getattr(res, "boxes", None)
+    scores = getattr(res, "scores", None) or ()
+    for i, t in enumerate(txts):
+        poly = np.asarray(boxes[i], dtype=np.float64) / scale
+        out.append(TextBox(str(t), float(scores[i]) if i < len(scores) else 0.0,
+                           (float(poly[:, 0].min()), float(poly[:, 1].min()), float(poly[:, 0].max()),
+                            float(poly[:, 1].max()))))
+    out.sort(key=lambda b: (round(b.center[1] / 4), b.center[0]))
+    with _engine_lock:
+        _memo[h] = out
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    return list(out)
+
+
+def lines(boxes: list[TextBox], overlap: float = 0.5, gap: float = 2.5) -> list[TextBox]:
+    """Join boxes on one text line (vertical overlap ≥ `overlap` of the smaller height, horizontal gap
+    ≤ `gap` heights), left to right, with a space; the score is the minimum."""
+    rest = sorted(boxes, key=lambda b: b.box[0])
+    groups: list[list[TextBox]] = []
+    for b in rest:
+        for g in groups:
+            last = g[-1]
+            top, bot = max(last.box[1], b.box[1]), min(last.box[3], b.box[3])
+            ov = (bot - top) / max(1e-6, min(last.height, b.height))
+            if ov >= overlap and b.box[0] - last.box[2] <= gap * max(last.height, b.height):
+                g.append(b)
+                break
+        else:
+            groups.append([b])
+    out = []
+    for g in groups:
+        out.append(TextBox(" ".join(x.text for x in g), min(x.score for x in g),
+                           (min(x.box[0] for x in g), min(x.box[1] for x in g), max(x.box[2] for x in g),
+                            max(x.box[3] for x in g))))
+    out.sort(key=lambda b: (b.center[1], b.center[0]))
+    return out
+
+
+_FOLD = str.maketrans({"µ": "μ", "²": "2", "³": "3", "−": "-", "–": "-", "—": "-", "‘": "'", "’": "'",
+                       "“": '"', "”": '"', "ν": "v", "·": ".", "•": ".", "∙": ".", "⋅": ".", "×": "x",
+                       "º": "°", "˚": "°", "θ": "0", "Θ": "0", "O": "0", "o": "0"})
+
+
+def normalise(s: str) -> str:
+    """Comparison form of a label: NFC, folded misreads, spaces dropped, lower case."""
+    s = unicodedata.normalize("NFC", s).translate(_FOLD)
+    return "".join(ch for ch in s if not ch.isspace()).lower()
+
+
+def levenshtein(a: str, b: str) -> int:
+    if a == b:
+        return 0
+    if not a or not b:
+        return max(len(a), len(b))
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def similarity(a: str, b: str, normalised: bool = False) -> float:
+    """1 − edit distance / longer length, on normalised strings (1.0 = same text)."""
+    if not normalised:
+        a, b = normalise(a), normalise(b)
+    if not a and not b:
+        return 1.0
+    return 1.0 - levenshtein(a, b) / max(len(a), len(b))

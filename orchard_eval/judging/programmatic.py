@@ -1,0 +1,972 @@
+"""Offline, deterministic judge (`get_judge("programmatic")`): every rubric criterion that the pixels
+and the case's reference layers allow is *measured*; a criterion it cannot judge honestly is −1 (not
+applicable), which the fusion leaves out of its group. The coverage table (criterion → method) is in
+docs/judges.md; the thresholds below are the calibration (oracle answers score 1, see the tests).
+
+What it needs: the case. `request.facts["case"]` (an `EvalCase`) or `facts["case_dir"]`, else the
+judge's `cases` option (a dataset root) and `request.case_id`. Orchard cases give the full reference
+layer (annotations.json: every label's text and box, every arrow's end points, colour and width;
+references/references.json: the F-G answer layer; formula_info.json); Apple-PI-GT cases have no layer,
+so label text comes from OCR of the reference image and arrow criteria are −1.
+
+Deduction answers: `request.answer` is the frames; their physical times come from
+`facts["time_point"]` (keyframe rubric), else `facts["times"]`, else `facts["timestamps"]` when the
+counts agree, else frames are spread evenly over (0, T].
+"""
+from __future__ import annotations
+
+import json
+import re
+import math
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..judges import NOT_APPLICABLE, JudgeRequest, JudgeResult, register_judge
+from ..media import resize_rgb
+from ..segment import get_segmenter
+from ..segment.classical import context_for_case, to_lab
+from . import mathtext as MT
+from . import measure as ME
+from . import ocr as OCR
+
+VERSION = "1.0.0"
+NA = NOT_APPLICABLE
+ORANGE = np.array([255, 140, 0], np.uint8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Case-side context (cached per case)
+# ---------------------------------------------------------------------------------------------
+def _read_json(case, role: str) -> Any:
+    rel = (case.extra or {}).get("artifacts", {}).get(role)
+    if rel is None:
+        return None
+    p = Path(case.path) / rel
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _img(case, role: str) -> np.ndarray | None:
+    try:
+        if case.has(role):
+            return case.image(role)
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+@dataclass
+class RefLine:
+    text: str
+    box: tuple[float, float, float, float]
+    kind: str
+    verifiable: bool          # OCR reads it on the reference image
+    ref_sim: float = 1.0
+    ref_conf: float = 1.0
+    props: dict = field(default_factory=dict)
+
+
+@dataclass
+class RefArrow:
+    kind: str                 # "axis" or "velocity"
+    object_id: str | None
+    mask: np.ndarray
+    shape: ME.ArrowShape
+
+
+def _text_props(img: np.ndarray, box) -> dict:
+    H, W = img.shape[:2]
+    x0, y0 = max(0, int(math.floor(box[0]))), max(0, int(math.floor(box[1])))
+    x1, y1 = min(W, int(math.ceil(box[2]))), min(H, int(math.ceil(box[3])))
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return {"height": 0.0, "lab": None, "density": 0.0, "sharp": 0.0}
+    patch = img[y0:y1, x0:x1]
+    lab = to_lab(patch)
+    bg = np.median(lab.reshape(-1, 3), axis=0)
+    d = np.linalg.norm(lab - bg, axis=2)
+    inkm = d > max(30.0, 0.4 * float(d.max()))
+    ys = np.nonzero(inkm.any(axis=1))[0]
+    height = float(ys.max() - ys.min() + 1) if ys.size else 0.0
+    return {"height": height, "lab": np.median(lab[inkm], axis=0) if inkm.any() else None,
+            "density": float(inkm.mean()), "sharp": ME.gradient_energy(patch)}
+
+
+def _segment_arrow_ref(ref: np.ndarray, a: dict, label_mask: np.ndarray) -> np.ndarray:
+    H, W = ref.shape[:2]
+    p0, p1 = np.array(a["start"], float), np.array(a["end"], float)
+    width = float(a.get("width", 2))
+    yy, xx = np.mgrid[0:H, 0:W]
+    P = np.stack([xx + 0.5, yy + 0.5], axis=-1)
+    d = p1 - p0
+    L2 = float(d @ d) or 1.0
+    t = np.clip(((P - p0) @ d) / L2, 0, 1)
+    dist = np.linalg.norm(P - (p0 + t[..., None] * d), axis=-1)
+    near = dist <= 3 * width + 6
+    col = np.array(a.get("color", [0, 0, 0]), np.uint8)[None, None, :]
+    cde = np.linalg.norm(to_lab(ref) - to_lab(col)[0, 0], axis=2)
+    m = near & ME.ink(ref) & (cde < 60) & ~label_mask
+    return ME.largest_component(m)
+
+
+class CaseRefs:
+    """Everything the judge derives once from a case's references."""
+
+    def __init__(self, case):
+        self.case = case
+        self.size = tuple(case.frame_size)
+        self.diag = math.hypot(*self.size)
+        self.layer = _read_json(case, "annotations")
+        refs = _read_json(case, "references") or {}
+        self.fg_layer = refs.get("formulation_graphic") if isinstance(refs, dict) else None
+        self.ft_layout = refs.get("formulation_text") if isinstance(refs, dict) else None
+        self.formula_doc = _read_json(case, "formula_info")
+        self._lock = threading.RLock()
+        self._cache: dict[str, Any] = {}
+
+    def get(self, key: str, fn):
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = fn()
+            return self._cache[key]
+
+    # -- P-T reference: lines and arrows -------------------------------------------------------
+    def pt(self):
+        return self.get("pt", self._pt)
+
+    def _pt(self):
+        ref = _img(self.case, "perception_text")
+        if ref is None:
+            return None
+        boxes = OCR.read_text(ref)
+        lines: list[RefLine] = []
+        labels = (self.layer or {}).get("labels", []) if self.layer else []
+        if labels:
+            for lab in labels:
+                texts = lab.get("lines") or [lab.get("text", "")]
+                x0, y0, x1, y1 = lab["box"]
+                n = max(1, len(texts))
+                for i, t in enumerate(texts):
+                    est = (x0, y0 + (y1 - y0) * i / n, x1, y0 + (y1 - y0) * (i + 1) / n)
+                    inside = [b for b in boxes if x0 - 4 <= b.center[0] <= x1 + 4 and y0 - 4 <= b.center[1] <= y1 + 4]
+                    best = max(inside, key=lambda b: OCR.similarity(t, b.text), default=None)
+                    sim = OCR.similarity(t, best.text) if best is not None else 0.0
+                    if best is not None and sim >= 0.6 and len(OCR.normalise(t)) >= 2:
+                        rl = RefLine(t, best.box, lab.get("kind", ""), True, sim, max(best.score, 1e-3))
+                    else:
+                        rl = RefLine(t, est, lab.get("kind", ""), False)
+                    rl.props = _text_props(ref, rl.box)
+                    lines.append(rl)
+        else:
+            for b in boxes:
+                rl = RefLine(b.text, b.box, "text", True, 1.0, max(b.score, 1e-3))
+                rl.props = _text_props(ref, b.box)
+                lines.append(rl)
+        label_mask = ME.box_mask(ref.shape, [l["box"] for l in labels], pad=1) if labels else np.zeros(ref.shape[:2], bool)
+        arrows: list[RefArrow] = []
+        ref_ink, ref_lab = ME.ink(ref), to_lab(ref)
+        ocr_mask = ME.box_mask(ref.shape, [b.box for b in boxes], pad=2)
+        for a in (self.layer or {}).get("arrows", []) if self.layer else []:
+            m = _segment_arrow_ref(ref, a, label_mask)
+            shp = ME.arrow_shape(m, ref)
+            if shp is None:
+                continue
+            seed = RefArrow("axis" if a.get("kind") == "axis" else "velocity", a.get("object_id"), m, shp)
+            # measure the reference exactly as an answer is measured, so identical pixels score 1
+            m2 = ProgrammaticJudge._find_arrow(ref, ref_ink, ref_lab, ocr_mask, seed, self.diag)
+            shp2 = ME.arrow_shape(m2, ref) if m2 is not None else None
+            arrows.append(seed if shp2 is None else RefArrow(seed.kind, seed.object_id, m2, shp2))
+        return {"image": ref, "ocr": boxes, "lines": lines, "arrows": arrows, "ink": ME.ink(ref),
+                "has_layer": bool(self.layer), "label_mask": label_mask}
+
+    def annotation_masks(self):
+        """Annotation pixels of the input, split into axes / velocity arrows / text (P-T reference)."""
+        return self.get("annmasks", self._annotation_masks)
+
+    def _annotation_masks(self):
+        pt = self.pt()
+        if pt is None:
+            return None
+        inkm = pt["ink"]
+        axes = np.zeros_like(inkm)
+        vel = np.zeros_like(inkm)
+        for a in pt["arrows"]:
+            (axes if a.kind == "axis" else vel)[:] |= ME.dilate(a.mask, 2)
+        labels = (self.layer or {}).get("labels", []) if self.layer else []
+        axis_lab = ME.box_mask(inkm.shape, [l["box"] for l in labels if l.get("kind") == "axis"], pad=1)
+        other_lab = ME.box_mask(inkm.shape, [l["box"] for l in labels if l.get("kind") != "axis"], pad=1)
+        if self.layer:
+            axes = (axes | axis_lab) & inkm
+            vel = vel & inkm & ~axes
+            text = inkm & ~axes & ~vel & (other_lab | ~ME.dilate(axes | vel, 3))
+        else:
+            text, axes, vel = inkm, None, None
+        return {"axes": axes, "velocity": vel if (vel is not None and vel.any()) else None, "text": text,
+                "all": inkm}
+
+    # -- formulas --------------------------------------------------------------------------------
+    def formulas(self):
+        return self.get("formulas", self._formulas)
+
+    def _formulas(self):
+        f = self.case.formula
+        if f is None:
+            return None
+        doc = self.formula_doc or {}
+        displays = [(s["name"], s["display"]) for s in doc.get("symbol_table", []) if "name" in s and "display" in s]
+        names = set()
+        for c in doc.get("candidates", []):
+            names |= set(c.get("symbols", []))
+        if not displays:
+            for ch in f.choices:
+                body = ch.split(".", 1)[1] if len(ch) > 2 and ch[1] == "." else ch
+                for t in MT.tokenize(body):
+                    if t.kind == "sym":
+                        names.add(t.text)
+        vocab = MT.Vocab.build(names, displays)
+        line2 = MT.parse(f.correct_formula, vocab)
+        line3 = MT.parse(f.substituted, vocab) if f.substituted else None
+        sub = doc.get("substituted") if isinstance(doc.get("substituted"), dict) else {}
+        annotated = set((sub or {}).get("values", {}).keys())
+        if not annotated and line3 is not None:
+            annotated = line2.symbols - line3.symbols
+        consts = line2.numbers()
+        return {"vocab": vocab, "line2": line2, "line3": line3, "annotated": annotated, "constants": consts,
+                "letter": f.correct_letter.strip().upper()}
+
+
+def locate_object(ans: np.ndarray, ref: np.ndarray, mask: np.ndarray, radius: float):
+    """Best place of the reference object (pixels of `ref` under `mask`) in the answer within
+    `radius` px: ((dx, dy), mean ΔE of the object's pixels there), or None."""
+    ys, xs = np.nonzero(mask)
+    if xs.size < 4:
+        return None
+    H, W = ref.shape[:2]
+    x0, x1, y0, y1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
+    tpl = np.ascontiguousarray(ref[y0:y1, x0:x1]).astype(np.float32)
+    tm = np.ascontiguousarray(mask[y0:y1, x0:x1]).astype(np.float32)
+    r = int(radius)
+    sx0, sy0 = max(0, x0 - r), max(0, y0 - r)
+    sx1, sy1 = min(W, x1 + r), min(H, y1 + r)
+    win = np.ascontiguousarray(ans[sy0:sy1, sx0:sx1]).astype(np.float32)
+    if win.shape[0] < tpl.shape[0] or win.shape[1] < tpl.shape[1]:
+        return None
+    res = cv2.matchTemplate(win, tpl, cv2.TM_SQDIFF, mask=np.repeat(tm[..., None], 3, axis=2))
+    res = np.nan_to_num(res, nan=np.inf, posinf=np.inf)
+    # prefer the smallest move among equally good places (deterministic tie-break)
+    _, _, loc, _ = cv2.minMaxLoc(res)
+    dx, dy = sx0 + loc[0] - x0, sy0 + loc[1] - y0
+    sub = to_lab(ans[y0 + dy:y1 + dy, x0 + dx:x1 + dx])
+    ref_lab = to_lab(ref[y0:y1, x0:x1])
+    de = float(np.mean(np.linalg.norm(sub - ref_lab, axis=2)[mask[y0:y1, x0:x1]]))
+    return (int(dx), int(dy)), de
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge
+# ---------------------------------------------------------------------------------------------
+@register_judge("programmatic")
+class ProgrammaticJudge:
+    name = "programmatic"
+
+    def __init__(self, cases: str | None = None, segmenter: str = "classical", **unknown: Any):
+        if unknown:
+            raise TypeError(f"unknown options for the programmatic judge: {sorted(unknown)}")
+        self.cases_root = cases
+        self.segmenter_name = segmenter
+        self.segmenter = get_segmenter(segmenter)
+        self._refs: dict[str, CaseRefs] = {}
+        self._cases: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def config(self) -> dict[str, Any]:
+        try:
+            import rapidocr
+
+            rv = getattr(rapidocr, "__version__", None)
+        except ImportError:
+            rv = None
+        return {"version": VERSION, "segmenter": self.segmenter_name, "ocr": {"engine": "rapidocr", "version": rv,
+                                                                          "params": OCR.PARAMS}}
+
+    # -- case lookup ------------------------------------------------------------------------------
+    def _case(self, request: JudgeRequest):
+        facts = request.facts or {}
+        if facts.get("case") is not None:
+            return facts["case"]
+        with self._lock:
+            if request.case_id in self._cases:
+                return self._cases[request.case_id]
+        from ..cases import load_case, load_dataset
+
+        if facts.get("case_dir"):
+            case = load_case(facts["case_dir"])
+        elif self.cases_root:
+            ds = load_dataset(self.cases_root, case_ids=[request.case_id])
+            if request.case_id not in ds.cases:
+                raise KeyError(f"case {request.case_id!r} not found under {self.cases_root}")
+            case = ds.cases[request.case_id]
+        else:
+            raise ValueError("the programmatic judge needs the case: facts['case'], facts['case_dir'] or the "
+                             "judge option `cases` (dataset root)")
+        with self._lock:
+            self._cases[request.case_id] = case
+        return case
+
+    def refs(self, case) -> CaseRefs:
+        key = f"{id(case)}:{case.case_id}"
+        with self._lock:
+            if key not in self._refs:
+                self._refs[key] = CaseRefs(case)
+            return self._refs[key]
+
+    def score(self, request: JudgeRequest) -> JudgeResult:
+        case = self._case(request)
+        R = self.refs(case)
+        size = R.size
+        frames = [resize_rgb(np.asarray(f, dtype=np.uint8)[..., :3], size) for f in request.answer]
+        if not frames:
+            raise ValueError("no answer image")
+        fn = {"perception_text": self._pt, "perception_graphic": self._pg, "formulation_text": self._ft,
+              "formulation_graphic": self._fg, "deduction_video": self._ded_video,
+              "deduction_keyframe": self._ded_keyframe}[request.rubric.name]
+        scores, notes = fn(case, R, frames, request)
+        out = {}
+        for k in request.rubric.criteria:
+            v = scores.get(k, NA)
+            out[k] = NA if v is None or v == NA else float(min(1.0, max(0.0, v)))
+        return JudgeResult(out, "; ".join(notes)[:2000], judge="programmatic")
+
+    # =========================================================================================
+    # Perception-Text
+    # =========================================================================================
+    def _pt(self, case, R: CaseRefs, frames, request):
+        ans = frames[-1]
+        notes: list[str] = []
+        pt = R.pt()
+        if pt is None:
+            raise ValueError("the case has no Perception-Text reference image")
+        diag = R.diag
+        boxes = OCR.read_text(ans)
+        lines = pt["lines"]
+        ver = [i for i, l in enumerate(lines) if l.verifiable]
+        # one-to-one matching of reference lines to answer boxes
+        from scipy.optimize import linear_sum_assignment
+
+        match: dict[int, int] = {}
+        if ver and boxes:
+            C = np.zeros((len(ver), len(boxes)))
+            S = np.zeros_like(C)
+            for a, i in enumerate(ver):
+                for b, bx in enumerate(boxes):
+                    S[a, b] = OCR.similarity(lines[i].text, bx.text)
+                    d = math.dist(bx.center, ((lines[i].box[0] + lines[i].box[2]) / 2, (lines[i].box[1] + lines[i].box[3]) / 2))
+                    C[a, b] = (1 - S[a, b]) + 2.0 * d / diag
+            rr, cc = linear_sum_assignment(C)
+            for a, b in zip(rr, cc):
+                if S[a, b] >= 0.34:
+                    match[ver[a]] = b
+        content, pos, read, size_s, col, style = [], [], [], [], [], []
+        used_boxes = []
+        for i, l in enumerate(lines):
+            rc = ((l.box[0] + l.box[2]) / 2, (l.box[1] + l.box[3]) / 2)
+            if l.verifiable:
+                if i not in match:
+                    content.append(0.0); pos.append(0.0); read.append(0.0); size_s.append(0.0); col.append(0.0); style.append(0.0)
+                    continue
+                bx = boxes[match[i]]
+                used_boxes.append(bx.box)
+                sim = OCR.similarity(l.text, bx.text)
+                c = min(1.0, sim / max(l.ref_sim, 1e-6))
+                c = 1.0 if c >= 0.999 else c
+                p = _text_props(ans, bx.box)
+                content.append(c)
+                pos.append(ME.ramp(math.dist(bx.center, rc), 0.006 * diag, 0.05 * diag))
+                read.append(min(1.0, bx.score / l.ref_conf) * ME.log_ratio_score(p["sharp"], l.props["sharp"], 2.5) * c)
+            else:
+                hit = self._template(ans, pt["image"], l.box, 0.05 * diag)
+                if hit is None:
+                    content.append(0.0); pos.append(0.0); read.append(0.0); size_s.append(0.0); col.append(0.0); style.append(0.0)
+                    continue
+                ncc, box = hit
+                used_boxes.append(box)
+                c = ME.ramp(ncc, 0.9, 0.4)
+                p = _text_props(ans, box)
+                content.append(c)
+                bc = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+                pos.append(ME.ramp(math.dist(bc, rc), 0.006 * diag, 0.05 * diag) if c > 0 else 0.0)
+                read.append(c * ME.log_ratio_score(p["sharp"], l.props["sharp"], 2.5))
+            rp = l.props
+            size_s.append(ME.log_ratio_score(p["height"], rp["height"], 1.5))
+            col.append(ME.colour_score(p["lab"], rp["lab"]))
+            style.append(ME.log_ratio_score(p["density"], rp["density"], 1.6))
+        # arrows
+        ocr_mask = ME.box_mask(ans.shape, [b.box for b in boxes], pad=2)
+        arrow_res = {"axis": [], "velocity": []}
+        used_arrow = np.zeros(ans.shape[:2], bool)
+        ans_ink = ME.ink(ans)
+        ans_lab = to_lab(ans)
+        for a in pt["arrows"]:
+            m = self._find_arrow(ans, ans_ink, ans_lab, ocr_mask, a, diag)
+            shp = ME.arrow_shape(m, ans) if m is not None else None
+            if shp is not None:
+                used_arrow |= ME.dilate(m, 3)
+            arrow_res[a.kind].append((a, shp))
+
+        def arrow_scores(items):
+            if not items:
+                return {k: NA for k in ("color", "style", "size", "position", "direction")}
+            out = {k: [] for k in ("color", "style", "size", "position", "direction")}
+            for a, s in items:
+                if s is None:
+                    for k in out:
+                        out[k].append(0.0)
+                    continue
+                r = a.shape
+                out["color"].append(ME.colour_score(s.lab, r.lab))
+                out["style"].append(ME.ramp(abs(s.coverage - r.coverage), 0.05, 0.35))
+                out["size"].append(0.5 * (ME.log_ratio_score(s.length, r.length, 1.6) + ME.log_ratio_score(s.width, r.width, 2.0)))
+                out["position"].append(ME.ramp(float(np.linalg.norm(s.tail - r.tail)), 0.006 * diag, 0.05 * diag))
+                out["direction"].append(ME.ramp(ME.angle_between(s.direction, r.direction), 3.0, 30.0))
+            return {k: float(np.mean(v)) for k, v in out.items()}
+
+        ax = arrow_scores(arrow_res["axis"])
+        ve = arrow_scores(arrow_res["velocity"])
+        # angles between the axes
+        axes_items = arrow_res["axis"]
+        if len(axes_items) >= 2:
+            vals = []
+            for i in range(len(axes_items)):
+                for j in range(i + 1, len(axes_items)):
+                    (ra, sa), (rb, sb) = axes_items[i], axes_items[j]
+                    if sa is None or sb is None:
+                        vals.append(0.0)
+                        continue
+                    d = abs(ME.angle_between(sa.direction, sb.direction) - ME.angle_between(ra.shape.direction, rb.shape.direction))
+                    vals.append(ME.ramp(d, 3.0, 30.0))
+            axes_angle = float(np.mean(vals))
+        else:
+            axes_angle = ax["direction"]
+        # extra marks
+        expl = ME.dilate(pt["ink"], 6) | ME.box_mask(ans.shape, used_boxes, pad=3) | used_arrow
+        extra = ans_ink & ~expl
+        extra = extra & ~ME.dilate(ME.largest_component(np.zeros_like(extra)), 0)
+        ref_area = max(1, int(pt["ink"].sum()))
+        no_extra = ME.ramp(float(extra.sum()) / ref_area, 0.02, 0.5)
+        white = ME.white_background(ans, ME.dilate(pt["ink"], 8))
+        mean = lambda v: float(np.mean(v)) if v else 0.0  # noqa: E731
+        if not lines:
+            notes.append("no text lines in the reference")
+        notes.append(f"{sum(1 for l in lines if l.verifiable)}/{len(lines)} lines judged by OCR, others by template")
+        scores = {
+            "text_font_match": NA,
+            "text_style_match": mean(style) if lines else NA,
+            "text_size_match": mean(size_s) if lines else NA,
+            "text_color_match": mean(col) if lines else NA,
+            "text_position_match": mean(pos) if lines else NA,
+            "text_content_match": mean(content) if lines else NA,
+            "text_readability": mean(read) if lines else NA,
+            "axes_color_match": ax["color"], "axes_style_match": ax["style"], "axes_size_match": ax["size"],
+            "axes_position_match": ax["position"], "axes_angle_match": axes_angle if axes_items else NA,
+            "velocity_color_match": ve["color"], "velocity_style_match": ve["style"],
+            "velocity_size_match": ve["size"], "velocity_position_match": ve["position"],
+            "no_extra_annotations": no_extra, "white_background": white,
+        }
+        if not pt["has_layer"]:
+            for k in [k for k in scores if k.startswith(("axes_", "velocity_"))]:
+                scores[k] = NA
+            notes.append("no annotation layer: arrow criteria not applicable")
+        return scores, notes
+
+    @staticmethod
+    def _template(ans, ref, box, radius):
+        H, W = ref.shape[:2]
+        x0, y0 = max(0, int(box[0]) - 1), max(0, int(box[1]) - 1)
+        x1, y1 = min(W, int(math.ceil(box[2])) + 1), min(H, int(math.ceil(box[3])) + 1)
+        tpl = cv2.cvtColor(np.ascontiguousarray(ref[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY)
+        if tpl.size == 0 or tpl.std() < 3:
+            return None
+        r = int(radius)
+        sx0, sy0 = max(0, x0 - r), max(0, y0 - r)
+        sx1, sy1 = min(W, x1 + r), min(H, y1 + r)
+        win = cv2.cvtColor(np.ascontiguousarray(ans[sy0:sy1, sx0:sx1]), cv2.COLOR_RGB2GRAY)
+        if win.shape[0] < tpl.shape[0] or win.shape[1] < tpl.shape[1] or win.std() < 1e-3:
+            return None
+        res = cv2.matchTemplate(win, tpl, cv2.TM_CCOEFF_NORMED)
+        res = np.nan_to_num(res, nan=-1.0)
+        _, mx, _, loc = cv2.minMaxLoc(res)
+        bx = (sx0 + loc[0] + (box[0] - x0), sy0 + loc[1] + (box[1] - y0))
+        return float(mx), (bx[0], bx[1], bx[0] + (box[2] - box[0]), bx[1] + (box[3] - box[1]))
+
+    @staticmethod
+    def _find_arrow(ans, ans_ink, ans_lab, ocr_mask, a: RefArrow, diag):
+        ys, xs = np.nonzero(a.mask)
+        pad = max(24, int(0.6 * a.shape.length))
+        H, W = ans.shape[:2]
+        win = np.zeros((H, W), bool)
+        win[max(0, ys.min() - pad):min(H, ys.max() + pad + 1), max(0, xs.min() - pad):min(W, xs.max() + pad + 1)] = True
+        de = np.linalg.norm(ans_lab - a.shape.lab, axis=2)
+        cand = ans_ink & win & (de < 40) & ~ocr_mask
+        m = ME.largest_component(cand)
+        if m.sum() < 0.2 * a.shape.n:
+            m = ME.largest_component(ans_ink & win & ~ocr_mask)
+            if m.sum() < 0.2 * a.shape.n:
+                return None
+        return m
+
+    # =========================================================================================
+    # Perception-Graphic
+    # =========================================================================================
+    def _pg(self, case, R: CaseRefs, frames, request):
+        ans = frames[-1]
+        notes: list[str] = []
+        ref = _img(case, "perception_graphic")
+        gt = case.reference_object_masks("perception_graphic")
+        if ref is None or not gt:
+            raise ValueError("the case has no Perception-Graphic reference and masks")
+        diag = R.diag
+        ann = R.annotation_masks()
+        pt = R.pt()
+        obj_union = np.zeros(ref.shape[:2], bool)
+        for m in gt.values():
+            obj_union |= m
+        scores: dict[str, float] = {}
+        if ann is not None:
+            keep = ~ME.dilate(obj_union, 3)
+            for key, crit in (("axes", "coord_axes"), ("velocity", "velocity_arrows"), ("text", "text_annotations")):
+                m = ann.get(key)
+                if m is None:
+                    scores[crit] = NA
+                    continue
+                v = ME.remnant_removal(ans, ref, pt["image"], m & keep)
+                scores[crit] = NA if v is None else v
+        else:
+            scores.update(coord_axes=NA, velocity_arrows=NA, text_annotations=NA)
+            notes.append("no annotation reference: removal criteria not applicable")
+        ctx = context_for_case(case, "perception_graphic")
+        seg = self.segmenter.segment(ans, ctx)
+        seg_union = np.zeros_like(obj_union)
+        for m in seg.masks.values():
+            seg_union |= m
+        comp, vis, posl, found = [], [], [], 0
+        for oid, g in gt.items():
+            a = seg.masks.get(oid, np.zeros_like(g))
+            if not g.any():
+                continue
+            if a.sum() < 0.15 * g.sum():
+                comp.append(0.0); vis.append(0.0); posl.append(0.0)
+                continue
+            found += 1
+            ya, xa = np.nonzero(a)
+            yg, xg = np.nonzero(g)
+            dy, dx = int(round(yg.mean() - ya.mean())), int(round(xg.mean() - xa.mean()))
+            s = ME.shifted(a, dy, dx)
+            comp.append(float(np.count_nonzero(s & g) / np.count_nonzero(g)))
+            iou = ME.aligned_iou(a, g)
+            colr = ME.colour_score(ME.median_lab(ans, a), ME.median_lab(ref, g), 25.0)
+            tex = ME.log_ratio_score(ME.gradient_energy(ans, a) + 1.0, ME.gradient_energy(ref, g) + 1.0, 2.0)
+            vis.append(float(np.mean([iou, colr, tex])))
+            posl.append(ME.ramp(math.hypot(dx, dy), 0.005 * diag, 0.06 * diag))
+        n = max(1, sum(1 for g in gt.values() if g.any()))
+        raw = ME.ink(ans) & ~ME.dilate(seg_union, 4)
+        if pt is not None:
+            raw &= ~ME.dilate(pt["ink"], 4)
+        from ..segment.classical import clean_mask
+
+        raw = clean_mask(raw)
+        extra = float(raw.sum()) / max(1.0, float(obj_union.sum()))
+        scores["objects_only_from_gt"] = (found / n) * ME.ramp(extra, 0.05, 1.0)
+        scores["object_completeness"] = float(np.mean(comp)) if comp else 0.0
+        scores["object_visual_match"] = float(np.mean(vis)) if vis else 0.0
+        scores["object_position_match"] = float(np.mean(posl)) if posl else 0.0
+        scores["white_background"] = ME.white_background(ans, ME.dilate(obj_union | seg_union, 6))
+        notes += seg.notes
+        return scores, notes
+
+    # =========================================================================================
+    # Formulation-Text
+    # =========================================================================================
+    def _ft(self, case, R: CaseRefs, frames, request):
+        ans = frames[-1]
+        notes: list[str] = []
+        F = R.formulas()
+        if F is None:
+            raise ValueError("the case has no formula answer key")
+        scale = 2.0 if max(ans.shape[:2]) <= 1280 else 1.0
+        ls = OCR.lines(OCR.read_text(ans, scale=scale))
+        ls = [l for l in ls if OCR.normalise(l.text)]
+        import re
+
+        letter_idx = next((i for i, l in enumerate(ls)
+                           if re.fullmatch(r"[\(\[]?([A-Da-d])[\.\):]?", l.text.replace(" ", ""))), None)
+        eq_lines = [l for i, l in enumerate(ls) if i != letter_idx and "=" in l.text]
+        scores: dict[str, float] = {}
+        if letter_idx is not None:
+            got = re.search(r"[A-Da-d]", ls[letter_idx].text).group(0).upper()
+            scores["option_correct"] = 1.0 if got == F["letter"] else 0.0
+            notes.append(f"option {got} (correct {F['letter']})")
+        else:
+            scores["option_correct"] = 0.0
+            notes.append("no option letter found")
+        vocab = F["vocab"]
+        exp2, exp3 = F["line2"], F["line3"]
+        consts = F["constants"]
+        l2 = MT.parse(eq_lines[0].text, vocab) if len(eq_lines) >= 1 else None
+        l3 = MT.parse(eq_lines[1].text, vocab) if len(eq_lines) >= 2 else None
+        # line 2
+        if l2 is None:
+            scores.update(formula_variables_correct=0.0, formula_constants_correct=0.0 if consts else NA,
+                          formula_operators_correct=0.0)
+        elif l2.ok and MT.system_match(l2, exp2) >= 0.999:
+            scores.update(formula_variables_correct=1.0, formula_constants_correct=1.0 if consts else NA,
+                          formula_operators_correct=1.0)
+            notes.append("formula equivalent to the correct one")
+        else:
+            scores["formula_variables_correct"] = MT.jaccard(l2.symbols, exp2.symbols)
+            scores["formula_constants_correct"] = MT.multiset_f1(l2.numbers(), consts) if consts else NA
+            scores["formula_operators_correct"] = MT.sequence_similarity(l2.operators(), exp2.operators())
+            notes.append("formula differs from the correct one" + (f" ({l2.errors[0]})" if l2.errors else ""))
+        # line 3
+        annotated = sorted(F["annotated"])
+        if exp3 is None:
+            for k in ("substitution_all_replaced", "substitution_values_correct", "substitution_unreplaced_correct",
+                      "substitution_constants_correct", "substitution_operators_correct"):
+                scores[k] = NA
+            notes.append("no reference substitution: substitution criteria not applicable")
+        elif l3 is None:
+            scores.update(substitution_all_replaced=0.0 if annotated else NA, substitution_values_correct=0.0,
+                          substitution_unreplaced_correct=0.0 if exp3.symbols else NA,
+                          substitution_constants_correct=0.0 if consts else NA, substitution_operators_correct=0.0)
+        elif l3.ok and MT.system_match(l3, exp3) >= 0.999:
+            scores.update(substitution_all_replaced=1.0 if annotated else NA, substitution_values_correct=1.0,
+                          substitution_unreplaced_correct=1.0 if exp3.symbols else NA,
+                          substitution_constants_correct=1.0 if consts else NA, substitution_operators_correct=1.0)
+            notes.append("substitution equivalent to the reference")
+        else:
+            in_formula = [s for s in annotated if s in exp2.symbols]
+            nums = l3.numbers()
+            if in_formula:
+                left = [s for s in in_formula if s in l3.symbols]
+                scores["substitution_all_replaced"] = (1.0 - len(left) / len(in_formula)) if nums else 0.0
+            else:
+                scores["substitution_all_replaced"] = NA
+            exp_vals = MT.multiset_minus(exp3.numbers(), consts)
+            got_vals = MT.multiset_minus(nums, consts)
+            scores["substitution_values_correct"] = MT.multiset_f1(got_vals, exp_vals)
+            scores["substitution_unreplaced_correct"] = MT.jaccard(l3.symbols, exp3.symbols) if exp3.symbols else NA
+            scores["substitution_constants_correct"] = MT.recall(nums, consts) if consts else NA
+            scores["substitution_operators_correct"] = MT.sequence_similarity(l3.operators(), exp3.operators())
+            notes.append("substitution differs from the reference")
+        n_lines = len(ls)
+        first_ok = letter_idx == 0
+        if n_lines == 3 and first_ok and len(eq_lines) == 2:
+            fmt = 1.0
+        elif n_lines == 0:
+            fmt = 0.0
+        else:
+            fmt = ME.clip01(1.0 - abs(n_lines - 3) / 3.0) * (1.0 if first_ok else 0.5)
+        scores["format_3_lines"] = fmt
+        text_boxes = ME.box_mask(ans.shape, [l.box for l in ls], pad=4)
+        scores["background_pure_white"] = ME.white_background(ans, text_boxes)
+        notes.append(f"{n_lines} text lines")
+        return scores, notes
+
+    # =========================================================================================
+    # Formulation-Graphic
+    # =========================================================================================
+    def _fg(self, case, R: CaseRefs, frames, request):
+        import re
+
+        ans = frames[-1]
+        notes: list[str] = []
+        diag = R.diag
+        ref = _img(case, "formulation_graphic")
+        gt = case.reference_object_masks("formulation_graphic")
+        if ref is None or not gt:
+            raise ValueError("the case has no Formulation-Graphic reference and masks")
+        states = {s.id: s for s in case.target_state}
+        layer = R.fg_layer or {}
+        layer_boxes = [l["box"] for l in layer.get("labels", [])]
+        layer_arrows = {a.get("object_id"): a for a in layer.get("arrows", [])}
+        layer_labels = {l.get("object_id"): l for l in layer.get("labels", [])}
+        obj_union = np.zeros(ref.shape[:2], bool)
+        for m in gt.values():
+            obj_union |= m
+        # the answer's layer: OCR and orange pixels
+        ans_lab = to_lab(ans)
+        orange_lab = to_lab(ORANGE[None, None, :])[0, 0]
+        orange = np.linalg.norm(ans_lab - orange_lab, axis=2) < 30
+        ref_orange = np.linalg.norm(to_lab(ref) - orange_lab, axis=2) < 30
+        # labels: the full frame (upscaled for small text), and the orange layer isolated as dark on white
+        boxes = OCR.lines(OCR.read_text(ans, scale=2.0), gap=1.5)
+        iso = np.where(ME.dilate(np.linalg.norm(ans_lab - orange_lab, axis=2) < 45, 0)[..., None], 0, 255).astype(np.uint8)
+        iso = np.repeat(iso, 3, axis=2)
+        for b in OCR.lines(OCR.read_text(iso, scale=2.0), gap=1.5):
+            if not any(min(b.box[2], o.box[2]) > max(b.box[0], o.box[0]) and min(b.box[3], o.box[3]) > max(b.box[1], o.box[1])
+                       for o in boxes if re.search(r"\d", o.text)):
+                boxes.append(b)
+        # annotation removal: the input's annotations over the expected scene
+        scores: dict[str, float] = {}
+        pt = R.pt()
+        annotated = _img(case, "annotated_first_frame")
+        if pt is not None and annotated is not None:
+            fg_layer_mask = ME.dilate(ref_orange, 6) | ME.box_mask(ref.shape, layer_boxes, pad=4)
+            mask = pt["ink"] & ~ME.dilate(obj_union, 4) & ~fg_layer_mask & ~ME.dilate(orange, 4)
+            first = _img(case, "condition_frame")
+            cond_objs = case.reference_object_masks("condition_frame") if first is not None else {}
+            for m in cond_objs.values():
+                mask &= ~ME.dilate(m, 4)
+            v = ME.remnant_removal(ans, ref, annotated, mask)
+            scores["annotations_removed"] = NA if v is None else v
+        else:
+            scores["annotations_removed"] = NA
+        # objects: each reference object (its pixels, minus the orange overlay) is searched for in the
+        # answer by masked template matching; the best place gives position, the match gives appearance
+        posl, app, cents = [], [], {}
+        located = np.zeros(ref.shape[:2], bool)
+        for oid, g in gt.items():
+            if not g.any():
+                continue
+            hit = locate_object(ans, ref, g & ~ref_orange, 0.15 * diag)
+            if hit is None:
+                posl.append(0.0); app.append(0.0)
+                continue
+            (dx, dy), de = hit
+            a = ME.shifted(g, dy, dx)
+            located |= a
+            ya, xa = np.nonzero(a)
+            cents[oid] = np.array([xa.mean() + 0.5, ya.mean() + 0.5])
+            quality = ME.ramp(de, 8.0, 30.0)
+            posl.append(ME.ramp(math.hypot(dx, dy), 0.006 * diag, 0.06 * diag) * (1.0 if quality > 0 else 0.0))
+            app.append(quality)
+        scores["object_position_match"] = float(np.mean(posl)) if posl else 0.0
+        scores["object_appearance_match"] = float(np.mean(app)) if app else 0.0
+        # velocity arrows
+        moving = [s for s in case.target_state if s.moving]
+        # only boxes that read as text with a number or '=' hide pixels (an arrow can be "read" as a glyph)
+        text_mask = ME.box_mask(ans.shape, [b.box for b in boxes if re.search(r"[\d=]", b.text)], pad=2)
+        # arrow pixels: orange outside the located objects (an orange object must not lengthen its arrow);
+        # the arrow of an object is the largest orange component near it (label glyphs are smaller)
+        arrows_px = orange & ~ME.dilate(located, 1)
+        n, lab, stats, _ = cv2.connectedComponentsWithStats(arrows_px.astype(np.uint8), connectivity=8)
+        comps = [lab == i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= 20]
+        if not moving:
+            scores.update(arrow_is_borderless_orange=NA, arrow_from_center=NA, arrow_direction_match=NA)
+        else:
+            style, origin, direc = [], [], []
+            shapes = [ME.arrow_shape(c, ans) for c in comps]
+            cand = [i for i, sh in enumerate(shapes) if sh is not None and sh.length >= 20]
+            anchors = []
+            for s in moving:
+                anchors.append(cents.get(s.id, np.array(layer_arrows[s.id]["start"]) if s.id in layer_arrows
+                                        else np.array(s.center_image or (0, 0))))
+            from scipy.optimize import linear_sum_assignment
+
+            assign: dict[int, int] = {}
+            if cand:
+                C = np.zeros((len(moving), len(cand)))
+                for i, a in enumerate(anchors):
+                    for j, ci in enumerate(cand):
+                        ys, xs = np.nonzero(comps[ci])
+                        near = float(np.min(np.hypot(xs + 0.5 - a[0], ys + 0.5 - a[1])))
+                        C[i, j] = near + 0.5 * float(np.linalg.norm(shapes[ci].tail - a))
+                rr, cc = linear_sum_assignment(C)
+                for i, j in zip(rr, cc):
+                    if C[i, j] < 0.2 * diag:
+                        assign[i] = cand[j]
+            for si, s in enumerate(moving):
+                best = assign.get(si)
+                if best is None:
+                    style.append(0.0); origin.append(0.0); direc.append(0.0)
+                    continue
+                c = comps[best]
+                shp = shapes[best]
+                if shp is None:
+                    style.append(0.0); origin.append(0.0); direc.append(0.0)
+                    continue
+                ring = ME.dilate(c, 2) & ~c & ~orange
+                dark = float(np.mean(ans_lab[ring][:, 0] < 0.6 * float(np.median(ans_lab[c][:, 0])))) if ring.any() else 0.0
+                style.append(ME.colour_score(shp.lab, orange_lab, 35.0) * ME.ramp(dark, 0.25, 0.7))
+                centre = anchors[si]
+                obj = gt.get(s.id)
+                r = math.sqrt(max(1.0, float(obj.sum())) / math.pi) if obj is not None else 8.0
+                # the tail may be hidden under the object: measure the centre's distance from the arrow's
+                # axis and how far ahead of the centre the visible tail begins (up to one radius is fine)
+                d = shp.direction
+                rel = np.asarray(centre, float) - shp.tail
+                along = float(rel @ d)                       # < 0: the centre lies behind the tail
+                perp = abs(float(rel @ np.array([-d[1], d[0]])))
+                gap = max(0.0, -along)
+                origin.append(ME.ramp(perp, 0.3 * r + 1.5, r + 6) * ME.ramp(max(0.0, gap - r), 1.0, r + 6)
+                              * (1.0 if along < 0.5 * shp.length else 0.0))
+                want = np.array(s.arrow_direction_image) if s.arrow_direction_image else None
+                direc.append(ME.ramp(ME.angle_between(shp.direction, want), 5.0, 60.0) if want is not None else 0.0)
+            scores["arrow_is_borderless_orange"] = float(np.mean(style))
+            scores["arrow_from_center"] = float(np.mean(origin))
+            scores["arrow_direction_match"] = float(np.mean(direc))
+        # speed labels
+        pat = re.compile(r"^\s*[vVνyY]\s*[=:]\s*(-?\d+(?:[.,]\d+)?)\s*(.*)$")
+        labels = []
+        for b in boxes:
+            m = pat.match(b.text.replace("—", "-"))
+            if m:
+                labels.append((b, float(m.group(1).replace(",", ".")), m.group(2).strip()))
+            elif re.search(r"\d", b.text) and re.search(r"[vV]", b.text):
+                labels.append((b, None, b.text))
+        present, value, unit = [], [], []
+        used: set[int] = set()
+        for s in case.target_state:
+            anchor = np.array(layer_labels[s.id]["box"][:2]) + 0.5 * (np.array(layer_labels[s.id]["box"][2:]) - np.array(layer_labels[s.id]["box"][:2])) \
+                if s.id in layer_labels else np.array(s.center_image or (0, 0))
+            best, bd = None, None
+            for li, (b, v, rest) in enumerate(labels):
+                if li in used:
+                    continue
+                d = math.dist(b.center, anchor)
+                if bd is None or d < bd:
+                    best, bd = li, d
+            if best is None:
+                present.append(0.0); value.append(0.0)
+                continue
+            used.add(best)
+            b, v, rest = labels[best]
+            present.append(1.0 if v is not None else 0.5)
+            want = float(s.speed or 0.0) if s.moving else 0.0
+            if v is None:
+                value.append(0.0)
+            else:
+                err = abs(v - want) / max(abs(want), 0.05)
+                value.append(ME.ramp(err, 0.01, 0.5))
+            unit.append(0.0 if re.search(r"[a-zA-Z/]", rest or "") else 1.0)
+        scores["velocity_label_present_and_format"] = float(np.mean(present)) if present else NA
+        scores["velocity_value_match"] = float(np.mean(value)) if value else NA
+        scores["velocity_label_no_unit"] = float(np.mean(unit)) if unit else NA
+        notes.append(f"{len(labels)} speed labels, {len(comps)} orange components")
+        return scores, notes
+
+    # =========================================================================================
+    # Deduction
+    # =========================================================================================
+    def _times(self, case, frames, facts):
+        if facts.get("time_point") is not None:
+            return [float(facts["time_point"])] * len(frames)
+        if facts.get("times") is not None and len(facts["times"]) == len(frames):
+            return [float(t) for t in facts["times"]]
+        ts = facts.get("timestamps") or list(case.timestamps)
+        if len(ts) == len(frames):
+            return [float(t) for t in ts]
+        T = case.physics_duration
+        return [T * (k + 1) / len(frames) for k in range(len(frames))]
+
+    def _ded_frame(self, case, R: CaseRefs, frame, t, ctx):
+        """Per-frame measurements against the GT frame at t."""
+        from ..canonical import gt_deduction
+
+        gt = gt_deduction(case, [t])
+        gframe, inst = gt.frames[0], gt.instances[0]
+        gmasks = {o.id: (inst == o.instance_id) if inst is not None else np.zeros(gframe.shape[:2], bool)
+                  for o in case.objects}
+        seg = self.segmenter.segment(frame, ctx)
+        diag = R.diag
+        out: dict[str, Any] = {"centroids": {}, "gt_centroids": {}, "sizes": {}}
+        union = np.zeros(gframe.shape[:2], bool)
+        for m in gmasks.values():
+            union |= m
+        # annotation remnants
+        pt = R.pt()
+        annotated = _img(case, "annotated_first_frame")
+        if pt is not None and annotated is not None:
+            mask = pt["ink"] & ~ME.dilate(union, 4)
+            cond = case.reference_object_masks("condition_frame")
+            for m in cond.values():
+                mask &= ~ME.dilate(m, 4)
+            out["removed"] = ME.remnant_removal(frame, gframe, annotated, mask)
+        else:
+            out["removed"] = None
+        bg = ~ME.dilate(union, 6)
+        agree = float(np.mean(np.linalg.norm(to_lab(frame)[bg] - to_lab(gframe)[bg], axis=1) < 12.0)) if bg.any() else 1.0
+        if agree < 0.3:   # not the scene (blank, other camera): segmentation results are meaningless
+            seg.masks = {k: np.zeros_like(v) for k, v in seg.masks.items()}
+        out["background_agreement"] = agree
+        cons, pos, iou = [], [], []
+        seg_union = np.zeros_like(union)
+        for m in seg.masks.values():
+            seg_union |= m
+        for o in case.objects:
+            g = gmasks[o.id]
+            a = seg.masks.get(o.id, np.zeros_like(g))
+            if not g.any():
+                continue
+            ga = float(g.sum())
+            yg, xg = np.nonzero(g)
+            out["gt_centroids"][o.id] = np.array([xg.mean(), yg.mean()])
+            out["sizes"][o.id] = math.sqrt(ga)
+            if a.sum() < 0.15 * ga:
+                cons.append(0.0); pos.append(0.0); iou.append(0.0)
+                continue
+            ya, xa = np.nonzero(a)
+            c = np.array([xa.mean(), ya.mean()])
+            out["centroids"][o.id] = c
+            colr = ME.colour_score(ME.median_lab(frame, a), ME.median_lab(gframe, g), 25.0)
+            cons.append(ME.log_ratio_score(float(a.sum()), ga, 2.0) * (0.5 + 0.5 * colr))
+            pos.append(ME.ramp(float(np.linalg.norm(c - out["gt_centroids"][o.id])), 0.006 * diag, 0.08 * diag))
+            inter = np.count_nonzero(a & g)
+            iou.append(inter / max(1, np.count_nonzero(a | g)))
+        extra = np.count_nonzero(seg.foreground & ~ME.dilate(seg_union, 3)) / max(1.0, float(union.sum()))
+        out["consistency"] = (float(np.mean(cons)) if cons else 0.0) * ME.ramp(extra, 0.1, 1.5)
+        out["position"] = float(np.mean(pos)) if pos else 0.0
+        out["iou"] = float(np.mean(iou)) if iou else 0.0
+        out["quality"] = ME.log_ratio_score(ME.laplacian_var(frame) + 1.0, ME.laplacian_var(gframe) + 1.0, 4.0)
+        out["low_confidence"] = seg.low_confidence
+        return out
+
+    def _ded_keyframe(self, case, R: CaseRefs, frames, request):
+        t = float(request.facts.get("time_point", case.timestamps[0]))
+        ctx = context_for_case(case, "deduction")
+        m = self._ded_frame(case, R, frames[-1], t, ctx)
+        return {"gen_annotations_removed": NA if m["removed"] is None else m["removed"],
+                "object_consistency": m["consistency"], "visual_quality": m["quality"],
+                "object_position_match": m["position"], "physics_accuracy": 0.5 * (m["position"] + ME.ramp(m["iou"], 0.8, 0.2))}, \
+            [f"t = {t:.3f}s"]
+
+    def _ded_video(self, case, R: CaseRefs, frames, request):
+        times = self._times(case, frames, request.facts or {})
+        ctx = context_for_case(case, "deduction")
+        per = []
+        for f, t in zip(frames, times):
+            per.append(self._ded_frame(case, R, f, t, ctx))
+            ctx.priors = {k: tuple(v) for k, v in per[-1]["centroids"].items()} or ctx.priors
+        rem = [p["removed"] for p in per if p["removed"] is not None]
+        cons = float(np.mean([p["consistency"] for p in per]))
+        # consistency over time: the answer/GT area ratio should not jump between frames
+        smooth, stab = [], []
+        for o in case.objects:
+            ca = [p["centroids"].get(o.id) for p in per]
+            cg = [p["gt_centroids"].get(o.id) for p in per]
+            size = np.mean([p["sizes"][o.id] for p in per if o.id in p["sizes"]]) if any(o.id in p["sizes"] for p in per) else None
+            if size is None:
+                continue
+            found = [c is not None for c, g in zip(ca, cg) if g is not None]
+            frac = float(np.mean(found)) if found else 0.0
+            excess = []
+            for k in range(1, len(per) - 1):
+                trip = [ca[k - 1], ca[k], ca[k + 1]]
+                gtrip = [cg[k - 1], cg[k], cg[k + 1]]
+                if any(x is None for x in trip) or any(x is None for x in gtrip):
+                    continue
+                ja = np.linalg.norm(trip[0] - 2 * trip[1] + trip[2])
+                jg = np.linalg.norm(gtrip[0] - 2 * gtrip[1] + gtrip[2])
+                excess.append(max(0.0, ja - jg) / max(size, 4.0))
+            smooth.append(frac * (ME.ramp(float(np.mean(excess)), 0.05, 1.0) if excess else 1.0))
+        phys = float(np.mean([0.5 * (p["position"] + ME.ramp(p["iou"], 0.8, 0.2)) for p in per]))
+        return {"gen_annotations_removed": float(np.mean(rem)) if rem else NA,
+                "object_consistency": cons,
+                "visual_quality": float(np.mean([p["quality"] for p in per])),
+                "motion_smoothness": float(np.mean(smooth)) if smooth else 0.0,
+                "physics_accuracy": phys}, [f"{len(frames)} frames"]

@@ -255,14 +255,23 @@ def build_first_frame_layer(cfg: CaseConfig, instance_mask: np.ndarray, friction
         layer.arrows.append(Arrow("v0", tuple(uv), tuple(end), V0_COLOR, max(2, round(3 * scale)), o.id))
         placer.block_segment(tuple(uv + d * 0.04 * W), tuple(end), 3 * scale + 4)
 
-    # coordinate axes glyph in a corner
-    _axes(cfg, layer, placer, scale)
+    # global label: a corner of the frame, top-left first
+    env = (f"g = {format_value(cfg.g)} m/s²",)
+    size = placer.text_size(env)
+    box = None
+    for anchor, inward in (((6.0, 6.0), (1.0, 1.0)), ((W - 6.0, 6.0), (-1.0, 1.0)),
+                           ((6.0, H - 6.0), (1.0, -1.0)), ((W - 6.0, H - 6.0), (-1.0, -1.0))):
+        try:
+            box = placer.place(size, anchor, prefer=inward, radii=(0.0, 8.0, 30.0, 60.0, 90.0), what="global g label")
+            break
+        except OverlayError:
+            continue
+    if box is None:
+        raise OverlayError(f"no corner of the {W}×{H} frame is free for the global g label")
+    layer.labels.append(Label("global", env, anchor, box))
 
-    # global label
-    env = [f"g = {format_value(cfg.g)} m/s²"]
-    size = placer.text_size(tuple(env))
-    box = placer.place(size, (6.0, 6.0), prefer=(1.0, 1.0), radii=(0.0, 8.0, 30.0, 60.0), what="global g label")
-    layer.labels.append(Label("global", tuple(env), (6.0, 6.0), box))
+    # coordinate axes glyph in another corner
+    _axes(cfg, layer, placer, scale)
 
     # ramp angle and friction
     for ramp in cfg.ramps:

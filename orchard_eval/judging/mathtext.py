@@ -397,8 +397,8 @@ def system_match(answer: Parsed, expected: Parsed) -> float:
     return hits / max(len(expected.equations), len(answer.equations))
 
 
-def multiset_f1(found: Sequence[float], wanted: Sequence[float], rtol: float = 5e-3) -> float:
-    """F1 of two number multisets with a relative tolerance (1.0 when both are empty)."""
+def multiset_f1(found: Sequence[float], wanted: Sequence[float], rtol: float = 1e-4) -> float:
+    """F1 of two number multisets, equal within a relative 1e-4 (1.0 when both are empty)."""
     if not wanted and not found:
         return 1.0
     if not wanted or not found:
@@ -407,7 +407,7 @@ def multiset_f1(found: Sequence[float], wanted: Sequence[float], rtol: float = 5
     tp = 0
     for w in wanted:
         for i, f in enumerate(pool):
-            if abs(f - w) <= rtol * max(1.0, abs(w)):
+            if abs(f - w) <= 1e-9 + rtol * abs(w):
                 tp += 1
                 pool.pop(i)
                 break
@@ -417,25 +417,25 @@ def multiset_f1(found: Sequence[float], wanted: Sequence[float], rtol: float = 5
     return 2 * prec * rec / (prec + rec)
 
 
-def recall(found: Sequence[float], wanted: Sequence[float], rtol: float = 5e-3) -> float:
+def recall(found: Sequence[float], wanted: Sequence[float], rtol: float = 1e-4) -> float:
     if not wanted:
         return 1.0
     pool = list(found)
     tp = 0
     for w in wanted:
         for i, f in enumerate(pool):
-            if abs(f - w) <= rtol * max(1.0, abs(w)):
+            if abs(f - w) <= 1e-9 + rtol * abs(w):
                 tp += 1
                 pool.pop(i)
                 break
     return tp / len(wanted)
 
 
-def multiset_minus(a: Sequence[float], b: Sequence[float], rtol: float = 5e-3) -> list[float]:
+def multiset_minus(a: Sequence[float], b: Sequence[float], rtol: float = 1e-4) -> list[float]:
     pool = list(a)
     for w in b:
         for i, f in enumerate(pool):
-            if abs(f - w) <= rtol * max(1.0, abs(w)):
+            if abs(f - w) <= 1e-9 + rtol * abs(w):
                 pool.pop(i)
                 break
     return pool

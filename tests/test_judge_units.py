@@ -1,0 +1,195 @@
+"""Unit tests of the judging helpers: formula normalisation and equivalence, reply parsing policy,
+prompt templates (exact criterion keys), the agreement statistics, the cache."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from orchard_eval.judges import JudgeParseError
+from orchard_eval.judging import mathtext as MT
+from orchard_eval.judging.agreement import agreement, format_table, pearson, spearman
+from orchard_eval.judging.cache import JudgeCache, cache_key
+from orchard_eval.judging.prompts import PROMPT_DIR, PromptError, load_prompts, parse_prompt
+from orchard_eval.judging.replies import parse_reply
+from orchard_eval.rubrics import RUBRICS
+
+VOCAB = MT.Vocab.build(displays=[("theta", "θ"), ("mu", "μ"), ("g", "g"), ("a", "a"), ("m_1", "m_1"),
+                                 ("m_2", "m_2"), ("u_1", "u_1"), ("u_2", "u_2"), ("v_1", "v_1"), ("v_2", "v_2"),
+                                 ("v_0", "v_0"), ("h", "h"), ("k", "k"), ("k_s", "k_s"), ("F", "F"), ("x", "x")])
+
+
+@pytest.mark.parametrize("text", [
+    "a = g·(sinθ − μ·cosθ)", "a = g·(sinθ - μ·cosθ)", "a=g(sin0-ucos0)", "a = g·(sin θ − µ·cos θ)",
+    "A = G(sinθ - μcosθ)", "a = g*(sin(theta) - mu*cos(theta))", "g·(sinθ − μ·cosθ) = a",
+])
+def test_ocr_variants_are_equivalent(text):
+    want = MT.parse("a = g·(sinθ − μ·cosθ)", VOCAB)
+    assert MT.system_match(MT.parse(text, VOCAB), want) == 1.0
+
+
+@pytest.mark.parametrize("text", ["a = g·(sinθ + μ·cosθ)", "a = g·(sin²θ − μ·cosθ)", "F = −k_s·x", "a = g·sinθ"])
+def test_distractors_are_not_equivalent(text):
+    want = MT.parse("a = g·(sinθ − μ·cosθ)", VOCAB)
+    assert MT.system_match(MT.parse(text, VOCAB), want) == 0.0
+
+
+def test_powers_halves_subscripts_degrees_systems():
+    want = MT.parse("y(t) = h + v_0·t − (1/2)·g·t²", VOCAB)
+    for t in ["y(t) = h + v0·t - (1/2)·g·t2", "y = h + v_0t − ½gt²", "y(t)=h+vo·t-(1/2)g·t²"]:
+        assert MT.system_match(MT.parse(t, VOCAB), want) == 1.0, t
+    sub = MT.parse("a = 9.81·(sin(30°) − 0.42·cos(30°))", VOCAB)
+    assert MT.system_match(MT.parse("a = 9.81(sin(30o) - 0.42cos(30o))", VOCAB), sub) == 1.0
+    assert sorted(sub.numbers()) == [0.42, 9.81, 30.0, 30.0]
+    sysw = MT.parse("v_1 = ((m_1 − m_2)·u_1 + 2·m_2·u_2)/(m_1 + m_2), v_2 = ((m_2 − m_1)·u_2 + 2·m_1·u_1)/(m_1 + m_2)", VOCAB)
+    assert len(sysw.equations) == 2
+    ocr = "v1 = ((m1 - m2)u1 + 2m2u2)/(m1 + m2), v2 = ((m2 - m1)u2 + 2m1u1)/(m1 + m2)"
+    assert MT.system_match(MT.parse(ocr, VOCAB), sysw) == 1.0
+    half = MT.parse("v_1 = ((m_1 − m_2)·u_1 + 2·m_2·u_2)/(m_1 + m_2)", VOCAB)
+    assert MT.system_match(half, sysw) == 0.5
+    chained = MT.parse("v_1 = v_2 = (m_1·u_1 + m_2·u_2)/(m_1 + m_2)", VOCAB)
+    assert len(chained.equations) == 2
+
+
+def test_garbage_does_not_raise():
+    for t in ["", "=", "((((", "a = ", "sin", "x = 1/0", "£$%"]:
+        p = MT.parse(t, VOCAB)
+        assert isinstance(p.ok, bool)
+
+
+def test_number_scores():
+    assert MT.multiset_f1([9.81, 0.42], [9.81, 0.42]) == 1.0
+    assert MT.multiset_f1([9.8, 0.42], [9.81, 0.42]) == pytest.approx(0.5)
+    assert MT.recall([2.0, 1.0], [1.0, 2.0]) == 1.0
+    assert MT.sequence_similarity(["=", "+"], ["=", "-"]) == 0.5
+
+
+# -- replies -------------------------------------------------------------------------------------
+def test_reply_policy_clamps_slop_rejects_rescaling():
+    R = RUBRICS["deduction_video"]
+    base = {k: 0.5 for k in R.criteria}
+    r, _ = parse_reply(json.dumps(dict(base, visual_quality=1.03, physics_accuracy=-0.02)), R)
+    assert r.scores["visual_quality"] == 1.0 and r.scores["physics_accuracy"] == 0.0
+    r, _ = parse_reply(json.dumps(dict(base, visual_quality=None, physics_accuracy="n/a")), R)
+    assert r.scores["visual_quality"] == -1.0 and r.scores["physics_accuracy"] == -1.0
+    r, _ = parse_reply(json.dumps(dict(base, visual_quality=True, physics_accuracy="0.25")), R)
+    assert r.scores["visual_quality"] == 1.0 and r.scores["physics_accuracy"] == 0.25
+    for bad in (7, 85, -0.5, "high"):
+        with pytest.raises(JudgeParseError):
+            parse_reply(json.dumps(dict(base, visual_quality=bad)), R)
+    r, notes = parse_reply("```json\n" + json.dumps(base)[:-1] + ",}\n```", R)
+    assert r.scores["visual_quality"] == 0.5 and notes
+
+
+# -- prompts -------------------------------------------------------------------------------------
+def test_every_rubric_has_a_prompt_asking_for_exactly_its_keys():
+    ps = load_prompts()
+    assert set(ps.prompts) == set(RUBRICS)
+    for name, rp in ps.prompts.items():
+        keys = set(__import__("re").findall(r'"([a-z0-9_]+)": <number>', rp.template))
+        assert keys == set(RUBRICS[name].criteria), name
+        assert '"feedback"' in rp.template
+
+
+def test_prompt_validation():
+    import yaml
+
+    doc = yaml.safe_load((PROMPT_DIR / "perception_graphic.yaml").read_text())
+    parse_prompt(doc)
+    with pytest.raises(PromptError, match="criterion keys"):
+        parse_prompt(dict(doc, template=doc["template"].replace('"coord_axes"', '"axes"')))
+    with pytest.raises(PromptError, match="placeholders"):
+        parse_prompt(dict(doc, template=doc["template"] + " ${secret_thing}"))
+    with pytest.raises(PromptError, match="unknown rubric"):
+        parse_prompt(dict(doc, rubric="nope"))
+
+
+def test_rendering_fills_placeholders():
+    rp = load_prompts()["deduction_keyframe"]
+    from orchard_eval.judging.prompts import prompt_values
+
+    assert "t = 0.50 s" in rp.render(prompt_values({"time_point": 0.5}))
+
+
+# -- cache ---------------------------------------------------------------------------------------
+def test_cache_roundtrip_and_corruption(tmp_path):
+    c = JudgeCache(tmp_path)
+    k = cache_key({"model": "m", "text": "hello"})
+    assert c.get(k) is None
+    c.put(k, {"scores": {"a": 0.5}})
+    assert c.get(k)["scores"] == {"a": 0.5}
+    c.path(k).write_text("{torn")
+    assert c.get(k) is None
+    with pytest.raises(ValueError):
+        c.path("../../etc/passwd")
+
+
+# -- agreement -----------------------------------------------------------------------------------
+def _write(dir_, recs):
+    dir_.mkdir(parents=True, exist_ok=True)
+    (dir_ / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + '{"torn')
+
+
+def test_agreement_table14_form(tmp_path):
+    rng = np.random.default_rng(0)
+    A, B = [], []
+    for mi, model in enumerate(["m1", "m2", "m3", "m4", "m5"]):
+        for st in ("perception_text", "deduction"):
+            for c in range(4):
+                for r in range(3):
+                    s = 0.15 * mi + rng.uniform(0, 0.1)
+                    base = {"case_id": f"P/T/{c:06d}", "subtrack": st, "rollout": r, "model": model}
+                    A.append(dict(base, score=s))
+                    B.append(dict(base, score=min(1.0, 0.9 * s + 0.05)))
+    A.append({"case_id": "x", "subtrack": "deduction", "rollout": 0, "model": "m1", "score": None})
+    _write(tmp_path / "a", A)
+    _write(tmp_path / "b", B)
+    res = agreement(tmp_path / "a", tmp_path / "b")
+    assert res["n_paired"] == 5 * 2 * 4 * 3
+    assert res["overall"]["model"]["pearson"] == pytest.approx(1.0) and res["overall"]["model"]["spearman"] == pytest.approx(1.0)
+    assert res["subtracks"]["deduction"]["model"]["n_models"] == 5
+    assert res["overall"]["response"]["pearson"] > 0.99
+    assert "Overall model average" in format_table(res)
+
+
+def test_correlations_edge_cases():
+    assert pearson([1, 2], [1, 2]) is None
+    assert pearson([1, 1, 1], [1, 2, 3]) is None
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1.0)
+    assert math.isclose(pearson([1, 2, 3], [2, 4, 6]), 1.0)
+
+
+# -- schemas -------------------------------------------------------------------------------------
+def _validator(name):
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    d = Path(__file__).resolve().parent.parent / "schemas"
+    reg = Registry()
+    for f in d.glob("eval_judge_*.schema.json"):
+        doc = json.loads(f.read_text())
+        reg = reg.with_resource(doc["$id"], Resource.from_contents(doc))
+        reg = reg.with_resource(f.name, Resource.from_contents(doc))
+    return Draft202012Validator(json.loads((d / name).read_text()), registry=reg)
+
+
+def test_prompt_files_and_cache_entries_follow_their_schemas(tmp_path):
+    import yaml
+
+    v = _validator("eval_judge_prompt.schema.json")
+    for f in PROMPT_DIR.glob("*.yaml"):
+        assert not list(v.iter_errors(yaml.safe_load(f.read_text()))), f
+    c = JudgeCache(tmp_path)
+    k = cache_key({"x": 1})
+    c.put(k, {"judge": "openai", "model": "m", "base_url": "", "rubric": "perception_text", "prompt_version": "1.0.0",
+              "scores": {"a": 0.5, "b": -1.0}, "feedback": "", "repairs": [], "reply": "{}"})
+    doc = json.loads(c.path(k).read_text())
+    assert not list(_validator("eval_judge_cache_entry.schema.json").iter_errors(doc))
+    rv = _validator("eval_judge_result.schema.json")
+    assert not list(rv.iter_errors({"scores": {"a": 1.0, "b": -1}}))
+    assert list(rv.iter_errors({"scores": {"a": 1.5}}))

@@ -212,7 +212,8 @@ def last_frame_answer(path: Path, protocol: str, size: tuple[int, int]):
 # Judge requests
 # ---------------------------------------------------------------------------------------------
 def _facts(case: EvalCase, subtrack: str) -> dict[str, Any]:
-    f: dict[str, Any] = {"task": case.task, "pillar": case.pillar, "annotation_text": case.annotation_text,
+    f: dict[str, Any] = {"case": case, "case_dir": str(case.path), "layout": case.layout,
+                         "task": case.task, "pillar": case.pillar, "annotation_text": case.annotation_text,
                          "physics_duration": case.physics_duration, "target_time": case.target_time}
     if case.formula is not None:
         f.update({"formula_choices": list(case.formula.choices), "correct_letter": case.formula.correct_letter,

@@ -1248,14 +1248,21 @@ def select_steps(config: Any, steps: Sequence[Any]) -> tuple[list[Any], str]:
     A single-law task (free fall, inclined plane, a collision, …) asks for its own law: the first step
     of that law, even when the solver also reports incidental stages (the approach before a
     collision, a bounce after a fall). A composition, or a single-law case whose law never occurs,
-    asks for the whole chain.
+    asks for the chain of laws in the order they first occur: a law that recurs (the flight between
+    bounces, the next bounce) is the same law and appears once, so the answer stays readable.
     """
     task = getattr(config, "task", None)
     if task is not None and getattr(task, "law_level", "") == "single":
         same = [s for s in steps if str(s.law) == task.name]
         if same:
             return [same[0]], "task_law"
-    return list(steps), "chain"
+    chain, seen = [], set()
+    for step in steps:
+        key = (str(step.law), str(step.variant))
+        if key not in seen:
+            seen.add(key)
+            chain.append(step)
+    return chain, "chain"
 
 
 def build_formula_info(config: Any, steps: Sequence[Any]) -> dict[str, Any]:

@@ -531,7 +531,7 @@ def test_format_value_matches_the_infographic():
     except ImportError:  # pragma: no cover - the infographic module is optional here
         return
     for x in (9.81, 0.0, 0.004, 7.85, 32.876, -0.5):
-        assert fb.format_value(x) == overlay._fmt(x)
+        assert fb.format_value(x) == overlay.format_value(x)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,26 +15,72 @@ from PIL import Image, ImageDraw
 from .overlay import ANSWER_ORANGE, Arrow, Label, Layer, Placer, clip_arrow, draw_arrow, draw_label, font, font_size
 
 
+MIN_ANSWER_PX = 10  # smallest answer text at 360 p; a formula that needs less wraps at its separators
+
+
+def _wrap(text: str, px: int, bold: bool, width: float) -> list[str]:
+    """Break a formula at its own separators ('; ' between laws, ', ' between equations) to fit `width`;
+    each break keeps its separator at the end of the line it closes."""
+    f = font(px, bold)
+    if f.getbbox(text)[2] <= width:
+        return [text]
+    pieces: list[str] = []  # each piece carries the separator that follows it
+    laws = text.split("; ")
+    for i, law in enumerate(laws):
+        tail = ";" if i < len(laws) - 1 else ""
+        eqs = law.split(", ") if f.getbbox(law)[2] > width else [law]
+        for j, eq in enumerate(eqs):
+            pieces.append(eq + ("," if j < len(eqs) - 1 else tail))
+    lines, current = [], ""
+    for piece in pieces:
+        joined = f"{current} {piece}" if current else piece
+        if current and f.getbbox(joined.rstrip(";,"))[2] > width:
+            lines.append(current)
+            current = piece
+        else:
+            current = joined
+    lines.append(current)
+    return lines
+
+
 def formulation_text_image(width: int, height: int, lines: tuple[str, str, str]) -> tuple[np.ndarray, dict[str, Any]]:
-    """Three centred lines (letter, symbolic formula, substituted formula) on white, as large as fits."""
+    """Three centred items (letter, symbolic formula, substituted formula) on white, as large as fits;
+    a formula too long for one line wraps at its separators rather than shrinking past legibility."""
     img = Image.new("RGB", (width, height), (255, 255, 255))
     d = ImageDraw.Draw(img)
+    min_px = max(10, round(MIN_ANSWER_PX * height / 360))
+    wrap_below = min_px  # keep the three-line form as long as the text stays legible
     px = max(12, round(height / 9))
-    while px > 10:
-        widths = [font(px, i == 0).getbbox(line)[2] for i, line in enumerate(lines)]
-        if max(widths) <= 0.92 * width:
+    while True:
+        one_line = all(font(px, i == 0).getbbox(line)[2] <= 0.94 * width for i, line in enumerate(lines))
+        if one_line and 3 * px * 1.45 + px * 1.2 <= 0.94 * height:
+            wrapped = [[line] for line in lines]
             break
+        if px <= wrap_below:
+            wrapped = [[lines[0]]] + [_wrap(line, px, False, 0.94 * width) for line in lines[1:]]
+            rows = sum(len(w) for w in wrapped)
+            fits = all(font(px, i == 0).getbbox(r)[2] <= 0.94 * width for i, w in enumerate(wrapped) for r in w)
+            if (fits and rows * px * 1.45 + px * 1.2 <= 0.94 * height) or px <= min_px:
+                break
         px -= 1
-    line_h = px * 1.6
-    top = (height - line_h * 3) / 2 + (line_h - px) / 2
-    boxes = []
-    for i, line in enumerate(lines):
+    rows = sum(len(w) for w in wrapped)
+    line_h = px * 1.45
+    gap = px * 0.6  # extra space between the three items
+    total = rows * line_h + gap * 2
+    y = (height - total) / 2
+    boxes, item_of_row = [], []  # one box per drawn row; item_of_row says which of the three items it belongs to
+    for i, item in enumerate(wrapped):
         f = font(px, i == 0)
-        w = f.getbbox(line)[2]
-        x, y = (width - w) / 2, top + i * line_h
-        d.text((x, y), line, fill=(0, 0, 0), font=f)
-        boxes.append([x, y, x + w, y + px * 1.2])
-    return np.asarray(img), {"lines": list(lines), "font_px": px, "boxes": boxes}
+        for row in item:
+            w = f.getbbox(row)[2]
+            x = (width - w) / 2
+            d.text((x, y), row, fill=(0, 0, 0), font=f)
+            boxes.append([x, y, x + w, y + px * 1.2])
+            item_of_row.append(i)
+            y += line_h
+        y += gap
+    return np.asarray(img), {"lines": list(lines), "rows": wrapped, "font_px": px, "boxes": boxes,
+                             "item_of_row": item_of_row}
 
 
 def formulation_graphic_layer(width: int, height: int, velocity: dict[str, Any], instance_mask: np.ndarray) -> Layer:

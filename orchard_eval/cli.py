@@ -50,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_cases(r)
     r.add_argument("--predictions", required=True, metavar="PRED_DIR")
     r.add_argument("--out", required=True, metavar="RESULTS_DIR")
-    r.add_argument("--judge", default="none", help="judge name from the registry (default: none = objective-only)")
+    r.add_argument("--judge", default="programmatic",
+                   help="judge name from the registry: programmatic (default, offline), openai (any OpenAI-compatible "
+                        "endpoint), none (objective metrics only)")
     r.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the judge (repeatable; VALUE parsed as JSON when it can be)")
     r.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")

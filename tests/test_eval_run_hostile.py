@@ -45,7 +45,7 @@ def world(tmp_path):
 
 
 def _run(ds, pred, out) -> int:
-    return main(["run", "--cases", str(ds), "--predictions", str(pred), "--out", str(out), "--no-progress"])
+    return main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(pred), "--out", str(out), "--no-progress"])
 
 
 def test_bad_media_score_zero_and_are_logged(world):

@@ -53,7 +53,7 @@ def _scores(out: Path) -> dict:
 
 def test_run_writes_records_summary_tables(ds, oracle, tmp_path):
     out = tmp_path / "res"
-    assert main(["run", "--cases", str(ds), "--predictions", str(oracle), "--out", str(out), "--no-progress"]) == 0
+    assert main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(oracle), "--out", str(out), "--no-progress"]) == 0
     recs = read_records(out)
     assert len(recs) == 2 * 5 * 3
     r = next(r for r in recs if r["subtrack"] == "deduction")
@@ -79,7 +79,7 @@ def test_run_writes_records_summary_tables(ds, oracle, tmp_path):
     assert schema_errors(recs[0], "eval_record.schema.json") == []
     assert schema_errors(s, "eval_summary.schema.json") == []
     # rerun: everything is done already, nothing is appended
-    assert main(["run", "--cases", str(ds), "--predictions", str(oracle), "--out", str(out), "--no-progress"]) == 0
+    assert main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(oracle), "--out", str(out), "--no-progress"]) == 0
     assert len((out / "records.jsonl").read_text().splitlines()) == 30
 
 
@@ -104,7 +104,7 @@ def test_resume_after_sigkill(tmp_path):
     ref = tmp_path / "ref"
     run_evaluation(RunOptions(str(ds), str(pred), str(ref), progress=False))
     out = tmp_path / "res"
-    cmd = [sys.executable, "-m", "orchard_eval.cli", "run", "--cases", str(ds), "--predictions", str(pred),
+    cmd = [sys.executable, "-m", "orchard_eval.cli", "run", "--judge", "none", "--cases", str(ds), "--predictions", str(pred),
            "--out", str(out), "--no-progress"]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -178,7 +178,7 @@ def test_judge_registry(ds, oracle, tmp_path):
     assert res2.summary["table_row"]["Avg."] == 0.0
     assert "judge_failure" in (out2 / "eval.log").read_text()
     # resuming under another judge is refused
-    assert main(["run", "--cases", str(ds), "--predictions", str(oracle), "--out", str(out), "--no-progress"]) == 2
+    assert main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(oracle), "--out", str(out), "--no-progress"]) == 2
 
 
 def test_apple_layout_and_table_command(tmp_path, capsys):
@@ -189,7 +189,7 @@ def test_apple_layout_and_table_command(tmp_path, capsys):
         assert main(["baseline", "--kind", kind, "--cases", str(ds), "--out", str(pred)]) == 0
         assert main(["validate-predictions", "--cases", str(ds), "--predictions", str(pred)]) == 0
         out = tmp_path / "results" / kind
-        assert main(["run", "--cases", str(ds), "--predictions", str(pred), "--out", str(out),
+        assert main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(pred), "--out", str(out),
                      "--no-progress"]) == 0
         outs.append(out)
     so, sb = (json.loads((o / "summary.json").read_text()) for o in outs)

@@ -52,7 +52,7 @@ def results(built):
         pred = root / f"pred_{kind}"
         assert main(["baseline", "--kind", kind, "--cases", str(ds), "--out", str(pred)]) == 0
         res = root / "results" / kind
-        assert main(["run", "--cases", str(ds), "--predictions", str(pred), "--out", str(res), "--jobs", "2",
+        assert main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(pred), "--out", str(res), "--jobs", "2",
                      "--no-progress"]) == 0
         out[kind] = res
     return out

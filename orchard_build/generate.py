@@ -294,7 +294,7 @@ def _composition(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dic
         raw["ground"] = {"material": "air_table"}
         raw["supports"] = {"tracks": [{"id": "track", "material": "rubber", "radius": 0.6, "center": [-1.0, 0.0, 0.6],
                                        "arc_deg": [-90, 0], "width": _r(max(0.16, 2.4 * rad))}]}
-        other = s.choice(["steel", "rubber", "glass", "brass"])
+        other = s.choice(["rubber", "glass", "brass", "abs_plastic"])
         raw["objects"] = [
             _obj("ball_a", "sphere", {"radius": rad}, mat, {"track": {"track": "track", "angle_deg": -s.u([35, 55], 1)}},
                  ["mass", "restitution"]),

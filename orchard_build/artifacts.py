@@ -28,8 +28,11 @@ def speed_label(speed: float) -> str:
     return "v = 0" if speed < REST_SPEED else f"v = {speed:.2f}"
 
 
-def timestamps_doc(cfg: CaseConfig, traj: Trajectory) -> dict[str, Any]:
-    T, fps = cfg.timing.duration, cfg.timing.fps
+def timestamp_grid(T: float, fps: float, tstar: float, events: list[tuple[float, str]],
+                   grid_points: int = 4) -> dict[str, Any]:
+    """timestamps.json: a uniform grid over (0, T], t*, and every event time in (0, T], merged when
+    closer than EVENT_MERGE. Frames come from the stored (canonical) times, so a reader recomputing
+    them always agrees."""
     kinds: dict[float, list[str]] = {}
 
     def add(t: float, kind: str) -> None:
@@ -40,18 +43,21 @@ def timestamps_doc(cfg: CaseConfig, traj: Trajectory) -> dict[str, Any]:
                 return
         kinds[t] = [kind]
 
-    n = cfg.timing.grid_points
-    for k in range(1, n + 1):
-        add(T * k / n, "grid")
-    add(cfg.timing.target_time, "target")
-    for ev in traj.events:
-        if EVENT_MERGE < ev.t <= T + 1e-12:
-            add(min(ev.t, T), f"event:{ev.label}")
-    # frames come from the stored (canonical) times, so a reader recomputing them always agrees
+    for k in range(1, grid_points + 1):
+        add(T * k / grid_points, "grid")
+    add(tstar, "target")
+    for t, label in events:
+        if EVENT_MERGE < t <= T + 1e-12:
+            add(min(t, T), f"event:{label}")
     entries = [{"t": canonical(t), "frame": max(1, frame_of(canonical(t), fps)), "kinds": kinds[t]}
                for t in sorted(kinds)]
-    return {"fps": fps, "physics_duration": T, "target_time": cfg.timing.target_time,
+    return {"fps": fps, "physics_duration": T, "target_time": tstar,
             "timestamps": [e["t"] for e in entries], "entries": entries}
+
+
+def timestamps_doc(cfg: CaseConfig, traj: Trajectory) -> dict[str, Any]:
+    return timestamp_grid(cfg.timing.duration, cfg.timing.fps, cfg.timing.target_time,
+                          [(e.t, e.label) for e in traj.events], cfg.timing.grid_points)
 
 
 def velocity_doc(cfg: CaseConfig, traj: Trajectory, speed_override: dict[str, float] | None = None) -> dict[str, Any]:

@@ -100,23 +100,12 @@ import numpy as np
 import sympy
 from sympy.parsing.sympy_parser import parse_expr
 
+from .mechanics.types import LAW_VARIANTS  # the law vocabulary the solver reports
+
 FORMULA_BANK_VERSION = "1.0.0"
 LETTERS = "ABCD"
 KINDS = ("correct", "confusing", "unrelated", "fabricated")
 
-LAW_VARIANTS: dict[str, tuple[str, ...]] = {
-    "free_fall": ("drop", "thrown"),
-    "projectile_motion": ("launch",),
-    "inclined_plane": ("static", "slide", "roll", "roll_slip"),
-    "circular_motion": ("roll", "slide"),
-    "perfectly_elastic_collision": ("head_on", "oblique"),
-    "perfectly_inelastic_collision": ("head_on", "oblique"),
-    "inelastic_collision": ("head_on", "oblique"),
-    "at_rest": ("surface", "ramp"),
-    "uniform_linear_motion": ("slide", "roll"),
-    "bounce": ("elastic", "inelastic"),
-    "surface_friction": ("slide", "roll_slip"),
-}
 COLLISION_LAWS = ("perfectly_elastic_collision", "perfectly_inelastic_collision", "inelastic_collision")
 
 _Z = np.array([0.0, 0.0, 1.0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+from fractions import Fraction
 from pathlib import Path
 from typing import Iterable
 
@@ -37,8 +38,11 @@ def read_png(path: str | Path) -> np.ndarray:
         return np.asarray(img)
 
 
-def write_mp4(path: str | Path, frames: Iterable[np.ndarray], fps: int, crf: int = NEAR_LOSSLESS_CRF) -> int:
-    """Encode RGB uint8 frames (H×W×3, even H and W) as H.264 yuv420p. Returns the frame count."""
+def write_mp4(path: str | Path, frames: Iterable[np.ndarray], fps: int | Fraction, crf: int = NEAR_LOSSLESS_CRF,
+              crop_to_even: bool = False) -> int:
+    """Encode RGB uint8 frames (H×W×3) as H.264 yuv420p at an exact (possibly rational) rate. yuv420p
+    needs even sizes: odd ones are an error, or lose their last row/column with `crop_to_even`.
+    Returns the frame count."""
     import av
 
     path = Path(path)
@@ -50,11 +54,14 @@ def write_mp4(path: str | Path, frames: Iterable[np.ndarray], fps: int, crf: int
         with av.open(tmp, mode="w", format="mp4") as container:
             stream = None
             for frame in frames:
+                h, w = frame.shape[:2]
+                if crop_to_even:
+                    h, w = h // 2 * 2, w // 2 * 2
+                    frame = frame[:h, :w]
                 if stream is None:
-                    h, w = frame.shape[:2]
                     if h % 2 or w % 2:
                         raise ValueError(f"yuv420p needs even frame sizes, got {w}×{h}")
-                    stream = container.add_stream("libx264", rate=int(fps))
+                    stream = container.add_stream("libx264", rate=Fraction(fps))
                     stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
                     # one thread: x264's output then depends only on the input frames
                     stream.options = {"crf": str(crf), "preset": "medium", "threads": "1"}

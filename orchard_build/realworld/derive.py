@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..artifacts import EVENT_MERGE, frame_of, speed_label, REST_SPEED
+from ..artifacts import REST_SPEED, frame_of, speed_label, timestamp_grid
 from ..errors import OrchardError
 from ..formulas import build_formula_info
 from ..io import canonical, read_json, write_json, write_text_atomic
@@ -156,27 +156,7 @@ def scale_of(src: dict, meas: dict, masks: list[np.ndarray] | None) -> tuple[flo
 # Documents
 # ---------------------------------------------------------------------------------------------
 def timestamps_doc(T: float, fps: float, tstar: float, events: list[dict], grid_points: int = 4) -> dict:
-    kinds: dict[float, list[str]] = {}
-
-    def add(t: float, kind: str) -> None:
-        for known in kinds:
-            if abs(known - t) <= EVENT_MERGE:
-                if kind not in kinds[known]:
-                    kinds[known].append(kind)
-                return
-        kinds[t] = [kind]
-
-    for k in range(1, grid_points + 1):
-        add(T * k / grid_points, "grid")
-    add(tstar, "target")
-    for ev in events:
-        if EVENT_MERGE < ev["t"] <= T + 1e-12:
-            add(min(ev["t"], T), f"event:{ev['label']}")
-    # frames from the times as written (canonical JSON keeps 12 digits: a grid time on a half frame
-    # must round the same way when read back)
-    entries = [{"t": t, "frame": max(1, frame_of(canonical(t), fps)), "kinds": kinds[t]} for t in sorted(kinds)]
-    return {"fps": fps, "physics_duration": T, "target_time": tstar,
-            "timestamps": [e["t"] for e in entries], "entries": entries}
+    return timestamp_grid(T, fps, tstar, [(ev["t"], ev["label"]) for ev in events], grid_points)
 
 
 def law_steps(src: dict, meas: dict, T: float) -> list[dict]:

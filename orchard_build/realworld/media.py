@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -12,7 +10,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import OrchardError
-from ..io import FILE_MODE
+from .. import video
 
 VFR_TOLERANCE = 0.25  # of a frame interval: larger timestamp irregularities mean a variable-rate clip
 
@@ -101,35 +99,5 @@ def _native_rate(path: Path, rate, pts: list[float]) -> Fraction:
 
 
 def write_mp4(path: str | Path, frames: Iterable[np.ndarray], fps: Fraction, crf: int = 10) -> int:
-    """H.264 yuv420p at an exact rational rate (odd sizes are cropped by one pixel row/column)."""
-    import av
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mp4")
-    os.close(fd)
-    count = 0
-    try:
-        with av.open(tmp, mode="w", format="mp4") as container:
-            stream = None
-            for frame in frames:
-                h, w = frame.shape[0] // 2 * 2, frame.shape[1] // 2 * 2
-                if stream is None:
-                    stream = container.add_stream("libx264", rate=Fraction(fps))
-                    stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-                    stream.options = {"crf": str(crf), "preset": "medium", "threads": "1"}
-                    stream.codec_context.thread_count = 1
-                vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame[:h, :w, :3]).astype(np.uint8), format="rgb24")
-                for packet in stream.encode(vf):
-                    container.mux(packet)
-                count += 1
-            if stream is None:
-                raise ClipError("no frames to encode")
-            for packet in stream.encode():
-                container.mux(packet)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return count
+    """H.264 yuv420p at the clip's exact rational rate (odd sizes lose one pixel row/column)."""
+    return video.write_mp4(path, frames, fps, crf=crf, crop_to_even=True)

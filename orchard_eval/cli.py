@@ -7,6 +7,7 @@
                           [--judge none|…] [--judge-option KEY=VALUE …] [--jobs N] [--rule paper|published]
     orchard-eval table    results/* [--out STEM]
     orchard-eval baseline --kind oracle|static|blank --cases DATASET --out PRED_DIR [--protocol video|image]
+    orchard-eval agreement RESULTS_A RESULTS_B [--json]
 
 Exit status: 0 success; 1 the input has problems (validation issues, responses that scored 0 because
 of bad artifacts are NOT a failure of `run`); 2 the command could not run (bad arguments, a dataset
@@ -73,6 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--out", required=True, metavar="PRED_DIR")
     b.add_argument("--protocol", default="video", choices=("video", "image"))
     b.add_argument("--num-rollouts", type=int, default=None)
+
+    ag = sub.add_parser("agreement", help="agreement of two runs (e.g. two judges): Pearson r and Spearman ρ")
+    ag.add_argument("results_a", metavar="RESULTS_A")
+    ag.add_argument("results_b", metavar="RESULTS_B")
+    ag.add_argument("--json", action="store_true", help="print the full result as JSON")
     return p
 
 
@@ -175,7 +181,15 @@ def cmd_baseline(a) -> int:
     return 0
 
 
-COMMANDS = {"validate-predictions": cmd_validate, "prompts": cmd_prompts, "run": cmd_run, "table": cmd_table,
+def cmd_agreement(a: argparse.Namespace) -> int:
+    from .judging.agreement import agreement, format_table
+
+    result = agreement(a.results_a, a.results_b)
+    print(json.dumps(result, indent=2) if a.json else format_table(result))
+    return 0
+
+
+COMMANDS = {"agreement": cmd_agreement, "validate-predictions": cmd_validate, "prompts": cmd_prompts, "run": cmd_run, "table": cmd_table,
             "baseline": cmd_baseline}
 
 

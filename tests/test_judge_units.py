@@ -193,3 +193,17 @@ def test_prompt_files_and_cache_entries_follow_their_schemas(tmp_path):
     rv = _validator("eval_judge_result.schema.json")
     assert not list(rv.iter_errors({"scores": {"a": 1.0, "b": -1}}))
     assert list(rv.iter_errors({"scores": {"a": 1.5}}))
+
+
+def test_agreement_reads_folders_of_runs_and_cli(tmp_path, capsys):
+    from orchard_eval.cli import main
+
+    for judge, scale in (("a", 1.0), ("b", 0.8)):
+        for mi, model in enumerate(["m1", "m2", "m3"]):
+            recs = [{"case_id": f"P/T/{c:06d}", "subtrack": "deduction", "rollout": 0, "model": model,
+                     "score": scale * (0.2 * mi + 0.01 * c)} for c in range(5)]
+            _write(tmp_path / judge / model, recs)
+    res = agreement(tmp_path / "a", tmp_path / "b")
+    assert res["n_paired"] == 15 and res["overall"]["model"]["pearson"] == pytest.approx(1.0)
+    assert main(["agreement", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "Overall model average" in capsys.readouterr().out

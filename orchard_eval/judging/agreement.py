@@ -39,8 +39,17 @@ def _records_path(path: str | Path) -> Path:
 
 
 def read_scores(path: str | Path) -> dict[tuple[str, str, str, int], float]:
-    """{(model, case_id, subtrack, rollout): score} from a results directory (or a records file). A
-    torn last line is ignored; a later record for the same response replaces an earlier one."""
+    """{(model, case_id, subtrack, rollout): score} from a results directory, a records file, or a folder
+    of results directories (one per model, e.g. results/judge_a/<model>/). A torn last line is ignored;
+    a later record for the same response replaces an earlier one."""
+    root = Path(path)
+    if root.is_dir() and not (root / RECORDS_FILE).is_file():
+        runs = sorted(d for d in root.iterdir() if (d / RECORDS_FILE).is_file())
+        if runs:
+            merged: dict[tuple[str, str, str, int], float] = {}
+            for d in runs:
+                merged.update(read_scores(d))
+            return merged
     p = _records_path(path)
     out: dict[tuple[str, str, str, int], float] = {}
     lines = p.read_text(encoding="utf-8").splitlines()

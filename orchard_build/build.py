@@ -46,6 +46,23 @@ class BuildReport:
     skipped: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
 
+    def summary_table(self) -> str:
+        """Per task: built, skipped, failed (with the first line of each distinct reason)."""
+        rows: dict[str, list] = {}
+        for kind, ids in (("built", self.built), ("skipped", self.skipped), ("failed", [c for c, _ in self.failed])):
+            for cid in ids:
+                task = cid.split("/")[1]
+                rows.setdefault(task, [0, 0, 0, []])[("built", "skipped", "failed").index(kind)] += 1
+        for cid, reason in self.failed:
+            kind = reason.split(":")[-2].strip() if "QA failed" in reason else reason.split("\n")[0][-80:]
+            rows[cid.split("/")[1]][3].append(kind)
+        lines = ["| task | built | skipped | failed | why |", "|---|---|---|---|---|"]
+        for task in sorted(rows):
+            b, s, f, why = rows[task]
+            reasons = "; ".join(sorted(set(why)))[:160] or "—"
+            lines.append(f"| {task} | {b} | {s} | {f} | {reasons} |")
+        return "\n".join(lines)
+
 
 class BuildErrors(OrchardError):
     def __init__(self, errors: list[str]):

@@ -60,13 +60,15 @@ def _sheet_parser() -> argparse.ArgumentParser:
                                 description="Write one contact-sheet PNG per task of a rendered dataset.")
     p.add_argument("dataset", type=Path, help="dataset root holding dataset.json")
     p.add_argument("--out", type=Path, default=Path("docs/contact_sheets"), help="output folder")
+    p.add_argument("--per-task", type=int, default=6, help="cases shown per task (default 6)")
+    p.add_argument("--thumb-width", type=int, default=320, help="thumbnail width in pixels (default 320)")
     return p
 
 
 def _cmd_sheet(args: argparse.Namespace) -> int:
     from .contact_sheet import write_sheets
 
-    for path in write_sheets(args.dataset, args.out):
+    for path in write_sheets(args.dataset, args.out, args.per_task, args.thumb_width):
         print(path)
     return 0
 
@@ -260,6 +262,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
                    allow_qa_failures=args.allow_qa_failures, backend=getattr(args, "backend", None))
     print(f"built {len(report.built)}, skipped {len(report.skipped)} (unchanged), failed {len(report.failed)} "
           f"→ {args.out}")
+    print(report.summary_table())
     for case_id, reason in report.failed:
         print(f"FAILED {case_id}: {reason}", file=sys.stderr)
     return 1 if report.failed else 0

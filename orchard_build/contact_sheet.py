@@ -21,9 +21,9 @@ def _thumb(img: np.ndarray, width: int) -> Image.Image:
     return im.resize((width, round(im.height * width / im.width)), Image.Resampling.LANCZOS)
 
 
-def task_sheet(dataset: Path, task: str, thumb_width: int = 320) -> np.ndarray | None:
+def task_sheet(dataset: Path, task: str, thumb_width: int = 320, per_task: int = 6) -> np.ndarray | None:
     index = read_json(dataset / "dataset.json")
-    cases = [c for c in index["cases"] if c.get("task") == task]
+    cases = [c for c in index["cases"] if c.get("task") == task][:per_task]
     if not cases:
         return None
     rows = []
@@ -63,11 +63,11 @@ def task_sheet(dataset: Path, task: str, thumb_width: int = 320) -> np.ndarray |
     return np.asarray(sheet)
 
 
-def write_sheets(dataset: Path, out: Path) -> list[Path]:
+def write_sheets(dataset: Path, out: Path, per_task: int = 6, thumb_width: int = 320) -> list[Path]:
     index = read_json(dataset / "dataset.json")
     written = []
     for task in sorted({c.get("task") for c in index["cases"]}):
-        sheet = task_sheet(dataset, task)
+        sheet = task_sheet(dataset, task, thumb_width, per_task)
         if sheet is not None:
             path = out / f"{task}.png"
             write_png(path, sheet)

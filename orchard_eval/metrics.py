@@ -148,13 +148,21 @@ class MaskIoUResult:
 
 
 def object_mask_iou(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, np.ndarray],
-                    match: str = "auto") -> MaskIoUResult:
+                    match: str = "auto", ignore=None) -> MaskIoUResult:
     """Case-level mask IoU (D.5): per-object IoU after matching, mean over GT objects, a GT object
     without a prediction scores 0. `match`: "identity" (same keys), "hungarian", or "auto" (identity
     when every predicted key is a GT key, Hungarian otherwise). With no GT object at all the value is
-    1.0 when nothing was predicted either, else 0.0."""
+    1.0 when nothing was predicted either, else 0.0.
+
+    `ignore`: pixels that are unobservable in the answer (the F-G answer overlay the prompt requires:
+    orange arrows drawn from the object centres and their labels, `segment.overlay`); they are removed
+    from the predicted and the GT masks alike before matching and IoU, for every model the same way."""
     gt = {k: _b(v) for k, v in gt.items()}
     pred = {k: _b(v) for k, v in pred.items()}
+    if ignore is not None:
+        keep = ~_b(ignore)
+        gt = {k: v & keep for k, v in gt.items()}
+        pred = {k: v & keep for k, v in pred.items()}
     if match == "auto":
         match = "identity" if pred and set(pred) <= set(gt) else "hungarian"
     if not gt:

@@ -1,7 +1,11 @@
 """Objective scoring of one canonical answer: the glue between canonicalisation, segmentation and the
 pure metrics, so that a scoring command is a thin loop over cases, subtracks and rollouts.
 
-* `graphic_iou` — P-G / F-G: segment the answer, compare with the reference object masks (D.5).
+* `graphic_iou` — P-G / F-G: segment the answer, compare with the reference object masks (D.5). In an
+  F-G answer the overlay the prompt requires (orange velocity arrows drawn from the object centres
+  and `v = X.XX` labels, found by `segment.overlay.answer_overlay_mask`: strokes of the answer
+  colour) hides part of the objects; those pixels are unobservable and left out of the IoU, for the
+  prediction and the GT alike and the same way for every model.
 * `deduction_metrics` — PSNR, masked PSNR and the three IoUs at the timestamp set; velocity (when the
   case has a camera and GT object tracks) either from the frames sampled at T_c themselves
   ("sampled", the default: E.2's "sampled frames", no extra segmentation; see `sampled_velocity`) or
@@ -22,6 +26,7 @@ from . import metrics as M
 from .canonical import DeductionPacket, gt_deduction
 from .cases import EvalCase
 from .segment import ClassicalSegmenter, Segmenter, context_for_case
+from .segment.overlay import answer_overlay_mask
 
 GRAPHIC_ROLE = {"perception_graphic": "perception_graphic", "formulation_graphic": "formulation_graphic"}
 
@@ -46,9 +51,15 @@ def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Se
     except ValueError as exc:
         return ObjectiveResult({"mask_iou": None}, notes=[str(exc)])
     out = seg.segment(answer, ctx)
-    r = M.object_mask_iou(out.masks, gt)
-    return ObjectiveResult({"mask_iou": r.value}, {"per_object": r.per_object, "matching": r.matching},
-                           list(out.notes), out.low_confidence)
+    details: dict = {}
+    ignore = None
+    if ctx.exclude_rgb:
+        # the answer overlay the prompt requires hides part of the objects: unobservable, not scored
+        ignore = answer_overlay_mask(answer, ctx.exclude_rgb)
+        details["unobservable_px"] = int(ignore.sum())
+    r = M.object_mask_iou(out.masks, gt, ignore=ignore)
+    details.update({"per_object": r.per_object, "matching": r.matching})
+    return ObjectiveResult({"mask_iou": r.value}, details, list(out.notes), out.low_confidence)
 
 
 def _segment_sequence(case: EvalCase, frames, seg: Segmenter):

@@ -13,13 +13,14 @@ class SegmentContext:
     """What a segmenter may know about the case: the objects, a reference image with per-object masks
     (colour models), the background (a clean plate, or None for objects-on-white answers) and
     optional expected centroids per object (pixel coordinates, e.g. the previous frame's result), and
-    colours of drawn answer annotations (e.g. the orange F-G arrows and labels) to leave out."""
+    colours of drawn answer annotations (the orange F-G arrows and labels): their strokes
+    (`segment.overlay.answer_overlay_mask`) are unobservable pixels, never foreground."""
     object_ids: list[str]
     reference_image: np.ndarray | None = None
     reference_masks: dict[str, np.ndarray] = field(default_factory=dict)
     background: np.ndarray | None = None          # None: pure white background
     priors: dict[str, tuple[float, float]] | None = None
-    exclude_rgb: tuple[tuple[int, int, int], ...] = ()   # annotation colours that are never objects
+    exclude_rgb: tuple[tuple[int, int, int], ...] = ()   # colours of drawn answer strokes (unobservable)
     cache: dict = field(default_factory=dict, repr=False)
 
     @property

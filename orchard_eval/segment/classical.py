@@ -28,14 +28,21 @@ from scipy import ndimage
 from scipy.optimize import linear_sum_assignment
 
 from .base import SegmentContext, Segmentation
+from .overlay import ANSWER_ORANGE, answer_overlay_mask
 
 L_BINS, AB_BINS = 4, 16
 N_BINS = L_BINS * AB_BINS * AB_BINS
 SIMILAR_BC = 0.55          # Bhattacharyya coefficient above which two objects count as alike in colour
 LOW_CONTRAST_DE = 14.0     # ΔE between an object and its background below which results are unreliable
 WHITE_FLOOR_DE = 8.0
+WHITE_CLEAN_DE = 0.25      # threshold on a noise-free white background (clean renders): any non-white pixel
 PLATE_FLOOR_DE = 7.0
-ANSWER_ANNOTATION_RGB = ((255, 140, 0),)   # F-G answers draw velocity arrows and labels in orange
+PLATE_CHROMA_WEIGHT = 1.0   # chroma weight in in-scene matting (measured: full weight is best even on 4:2:0 video)
+SHADOW_SPREAD = 0.05       # relative spread of the per-channel ratio frame/plate in learned shadow pixels
+SHADOW_ABS_TOL = 6.0       # RGB levels: a shadow pixel is k · plate within this plus SHADOW_REL_TOL · |k · plate|
+SHADOW_REL_TOL = 0.05
+SHADOW_K_TOL = 0.07        # tolerance on the learned shadow attenuation
+ANSWER_ANNOTATION_RGB = (ANSWER_ORANGE,)   # F-G answers draw velocity arrows and labels in orange
 GATE_DENSITY = 0.3         # a colour bin counts as an object colour above this multiple of the uniform density
 
 
@@ -140,14 +147,26 @@ def fill_holes(mask: np.ndarray) -> np.ndarray:
     return (pad[1:-1, 1:-1] > 0) | (ff[1:-1, 1:-1] == 0)
 
 
+def _weighted(c: np.ndarray, chroma_weight: float) -> np.ndarray:
+    """RGB rows → (Y, w·Cb, w·Cr): luma at full weight, chroma down-weighted (H.264 4:2:0 video
+    carries chroma at half resolution, so at an edge only luma is sharp)."""
+    y = c @ np.array([0.299, 0.587, 0.114], np.float32)
+    cb = (c[:, 2] - y) * (0.564 * chroma_weight)
+    cr = (c[:, 0] - y) * (0.713 * chroma_weight)
+    return np.stack([y, cb, cr], axis=1)
+
+
 def alpha_refine(mask: np.ndarray, rgb: np.ndarray, background: np.ndarray | None, band: int = 2,
-                 level: float = 0.5) -> np.ndarray:
+                 level: float = 0.5, chroma_weight: float = 1.0, min_contrast: float = 20.0) -> np.ndarray:
     """Sub-pixel edge placement by matting: along the mask's boundary (a band of `band` px on each side)
     each pixel's colour c is read as a blend α·o + (1 − α)·b of the object colour o (the colour of the
-    nearest pixel well inside the mask) and the background b (the plate pixel, or white), and the
-    pixel belongs to the object when α ≥ `level`. A rendered silhouette with anti-aliasing then keeps
-    exactly the pixels that are at least half covered, which is what a renderer's instance mask holds.
-    Pixels whose object and background colours are too close to tell apart keep their coarse label."""
+    nearest pixel well inside the mask) and the background b (the plate pixel — already darkened where
+    the object's shadow lies —, or white), and the pixel belongs to the object when α ≥ `level`. A
+    rendered silhouette with anti-aliasing then keeps exactly the pixels that are at least half
+    covered, which is what a renderer's instance mask holds. Colours are compared in luma/chroma with
+    chroma weighted by `chroma_weight` (< 1 for chroma-subsampled video). Pixels whose object and
+    background colours are too close to tell apart (weighted distance < `min_contrast`) keep their
+    coarse label."""
     if not mask.any():
         return mask
     ys, xs = np.nonzero(mask)
@@ -173,58 +192,162 @@ def alpha_refine(mask: np.ndarray, rgb: np.ndarray, background: np.ndarray | Non
     c = rgb[y0:y1, x0:x1].astype(np.float32)
     ry, rx = np.nonzero(ring)
     nearest = order[lab[ry, rx]]
-    o = c[iy[nearest], ix[nearest]]
-    b = (np.full_like(o, 255.0) if background is None
+    o = _weighted(c[iy[nearest], ix[nearest]], chroma_weight)
+    b = (np.full((ry.size, 3), 255.0, np.float32) if background is None
          else background[y0:y1, x0:x1].astype(np.float32)[ry, rx])
-    px = c[ry, rx]
+    b = _weighted(b, chroma_weight)
+    px = _weighted(c[ry, rx], chroma_weight)
     ob = o - b
     den = np.sum(ob * ob, axis=1)
-    ok = den > 20.0 ** 2          # object and background distinguishable (ΔRGB > 20)
+    ok = den > min_contrast ** 2
     alpha = np.where(ok, np.sum((px - b) * ob, axis=1) / np.maximum(den, 1e-6), 0.0)
     out = sub.astype(bool).copy()
-    sel = ok
-    out[ry[sel], rx[sel]] = alpha[sel] >= level
+    out[ry[ok], rx[ok]] = alpha[ok] >= level
     full = mask.copy()
     full[y0:y1, x0:x1] = out
     return full
 
 
 def white_foreground(rgb: np.ndarray) -> tuple[np.ndarray, float]:
-    """Pixels that are not (near) white. Returns (mask, threshold in ΔE)."""
+    """Pixels that are not (near) white. Returns (mask, threshold in ΔE). The threshold adapts to the
+    noise of the white background; on a noise-free white (a clean render) it drops to
+    `WHITE_CLEAN_DE`, so that near-white object parts (a lit off-white ceramic face) stay objects."""
     lab = to_lab(rgb)
     d = np.sqrt((100.0 - lab[..., 0]) ** 2 + lab[..., 1] ** 2 + lab[..., 2] ** 2)
-    thr = _robust_threshold(d, WHITE_FLOOR_DE, background_quantile=40.0)
-    coarse = clean_mask(half_contrast(clean_mask(d > thr), d))
+    ref = np.percentile(d, 40.0)
+    low = d[d <= ref]
+    clean_white = low.size > 0 and float(np.percentile(low, 99)) < 0.2
+    thr = _robust_threshold(d, WHITE_CLEAN_DE if clean_white else WHITE_FLOOR_DE, background_quantile=40.0)
+    coarse = clean_mask(d > thr)
+    if not clean_white:
+        coarse = clean_mask(half_contrast(coarse, d))
     return clean_mask(alpha_refine(coarse, rgb, None)), thr
 
 
-def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None
-                     ) -> tuple[np.ndarray, float, float]:
-    """Pixels that differ from the clean plate (shadows suppressed). Returns (mask, threshold ΔE,
-    fraction of changed pixels before cleaning)."""
+def learn_shadow_gain(reference: np.ndarray | None, plate: np.ndarray, masks: dict[str, np.ndarray]
+                      ) -> float | None:
+    """The attenuation k of the objects' cast shadows (frame ≈ k · plate, the same k in every channel),
+    measured on the reference frame: its pixels that differ from the plate away from every object are
+    the objects' shadows. None when the reference shows no shadow."""
+    if reference is None or reference.shape != plate.shape or not masks:
+        return None
+    obj = np.zeros(plate.shape[:2], bool)
+    for m in masks.values():
+        if m is not None and m.shape == obj.shape:
+            obj |= m.astype(bool)
+    near = cv2.dilate(obj.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
+    f, p = reference.astype(np.float32), plate.astype(np.float32)
+    k, spread = _ratio(f, p)
+    cand = (np.abs(f - p).sum(axis=2) > 24) & ~near & (spread < SHADOW_SPREAD) & (k > 0.1) & (k < 0.9)
+    if cand.sum() < 12:
+        return None
+    return float(np.median(k[cand]))
+
+
+def _ratio(f: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-pixel mean ratio frame/plate over the channels and its relative spread."""
+    r = (f + 1.0) / (p + 1.0)
+    k = r.mean(axis=2)
+    spread = r.std(axis=2) / np.maximum(k, 1e-3)
+    return k, spread
+
+
+def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None) -> np.ndarray:
+    """Pixels that look like the plate darkened uniformly in every channel (a cast shadow): the colour
+    is k · plate within a tolerance of a few levels plus `SHADOW_REL_TOL` of its brightness (absolute
+    residuals, so that the dark channels of a saturated floor do not make ratios noisy). With a known
+    attenuation k (`learn_shadow_gain`) the umbra is k ± `SHADOW_K_TOL`, and the penumbra the pixels
+    between k and the plate next to it; without one, any uniform darkening to 25–90 %."""
+    f, p = rgb.astype(np.float32), plate.astype(np.float32)
+    gain = np.median((f + 1.0) / (p + 1.0), axis=(0, 1))      # a global exposure/tint change
+    f = f / gain
+    pp = np.sum(p * p, axis=2)
+    k = np.sum(f * p, axis=2) / np.maximum(pp, 1.0)            # best uniform attenuation
+    res = np.linalg.norm(f - k[..., None] * p, axis=2)
+    tol = SHADOW_ABS_TOL + SHADOW_REL_TOL * k * np.sqrt(pp)
+    flat = res <= tol
+    if shadow_gain is None:
+        umbra = flat & (k > 0.25) & (k < 0.9)
+        lo = 0.25
+    else:
+        umbra = flat & (np.abs(k - shadow_gain) <= SHADOW_K_TOL)
+        lo = shadow_gain - SHADOW_K_TOL
+    if not umbra.any():
+        return umbra
+    near = cv2.dilate(umbra.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    pen = near & (res <= 1.5 * tol) & (k > lo) & (k < 0.97)
+    return umbra | pen
+
+
+def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None,
+                     shadow_gain: float | None = None, ignore: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray]:
+    """Pixels that differ from the clean plate, cast shadows suppressed. Returns (mask, threshold ΔE,
+    fraction of changed pixels before cleaning, changed pixels, shadow pixels). `ignore`: pixels that
+    are unobservable (answer overlay) and never foreground."""
     lab, lab_p = to_lab(rgb), to_lab(plate)
     diff = lab - lab_p
     offset = np.median(diff.reshape(-1, 3), axis=0)
     diff = diff - offset
     d = np.linalg.norm(diff, axis=2)
     thr = _robust_threshold(d, PLATE_FLOOR_DE)
-    fg = d > thr
-    # shadows: darker than the plate, chroma nearly unchanged, not too dark
-    chroma = np.hypot(diff[..., 1], diff[..., 2])
-    ratio = (lab[..., 0] - offset[0] + 1.0) / (lab_p[..., 0] + 1.0)
-    shadow = fg & (diff[..., 0] < -thr * 0.5) & (chroma < np.maximum(4.0, 0.3 * np.abs(diff[..., 0]))) \
-        & (ratio > 0.35) & (ratio < 0.92)
-    if object_models and shadow.any():
+    changed_px = d > thr
+    shadow = changed_px & shadow_mask(rgb, plate, shadow_gain)
+    if shadow_gain is None and object_models and shadow.any():
+        # no shadow seen in the reference: the generic darkening rule is loose, so colours typical
+        # of an object stay object
         idx = bin_index(lab)[shadow]
         best = np.max(np.stack([m.prob[idx] for m in object_models]), axis=0)
-        keep = best > 20.0 / N_BINS
         sh = np.zeros_like(shadow)
-        sh[shadow] = ~keep
+        sh[shadow] = best <= 20.0 / N_BINS
         shadow = sh
-    changed = float(fg.mean())
-    fg = clean_mask(fg & ~shadow)
-    coarse = clean_mask(half_contrast(fg, np.where(shadow, 0.0, d)))
-    return clean_mask(alpha_refine(coarse, rgb, plate)), thr, changed
+    changed = float(changed_px.mean())
+    fg = changed_px & ~shadow
+    if ignore is not None:
+        fg &= ~ignore
+    coarse = clean_mask(fg)
+    # matting against the local background: the plate, darkened where the object's shadow lies
+    bg = plate
+    if shadow.any():
+        near = cv2.dilate(shadow.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        if shadow_gain is not None and near.any():
+            bg = plate.astype(np.float32)
+            bg[near] *= shadow_gain
+    refined = alpha_refine(coarse, rgb, bg, chroma_weight=PLATE_CHROMA_WEIGHT)
+    if ignore is not None:
+        refined &= ~ignore
+    return clean_mask(refined), thr, changed, changed_px, shadow
+
+
+def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20) -> np.ndarray:
+    """Fill the pixels of a silhouette's convex hull that are `eligible` (changed, shadow-like,
+    unobservable, or of the object's colour). Every object of the suite (sphere, box, cylinder, cone)
+    has a convex silhouette; parts of it that happen to look like the plate or like a shadow of the
+    plate (a red ball's dark side over a red ramp) are recovered. The hull is taken after an opening so
+    that a thin stray protrusion does not inflate it."""
+    if mask.sum() < min_area:
+        return mask
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
+    if n > 2:   # one hull per sizeable piece: pieces apart (an arrow across the object) stay apart
+        out = mask.copy()
+        for i in range(1, n):
+            if stats[i, cv2.CC_STAT_AREA] >= min_area:
+                out |= convex_completion(labels == i, eligible, min_area)
+        return out
+    ys, xs = np.nonzero(mask)
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    sub = mask[y0:y1, x0:x1].astype(np.uint8)
+    core = cv2.morphologyEx(sub, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5)))
+    if core.sum() < 0.8 * sub.sum():
+        core = sub
+    pts = cv2.findNonZero(core)
+    if pts is None:
+        return mask
+    hull = np.zeros_like(sub)
+    cv2.fillConvexPoly(hull, cv2.convexHull(pts), 1)
+    out = mask.copy()
+    out[y0:y1, x0:x1] |= (hull > 0) & eligible[y0:y1, x0:x1]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,20 +452,11 @@ class ClassicalSegmenter:
             ctx.cache["models"] = models
         return ctx.cache["models"]
 
-    def _exclusion_models(self, ctx: SegmentContext) -> list[ColourModel]:
-        if "exclude" not in ctx.cache:
-            out = []
-            rng = np.random.default_rng(0)
-            for rgb in ctx.exclude_rgb:
-                # the colour with the spread of anti-aliasing and compression: blends toward grey/white
-                base = np.array(rgb, float)[None, None, :]
-                patch = base * rng.uniform(0.8, 1.05, (24, 24, 1)) + rng.normal(0, 6, (24, 24, 3))
-                patch = np.clip(patch, 0, 255).astype(np.uint8)
-                m = colour_model(to_lab(patch), np.ones(patch.shape[:2], bool))
-                if m is not None:
-                    out.append(m)
-            ctx.cache["exclude"] = out
-        return ctx.cache["exclude"]
+    def _shadow_gain(self, ctx: SegmentContext) -> float | None:
+        if "shadow_gain" not in ctx.cache:
+            ctx.cache["shadow_gain"] = (None if ctx.background is None else
+                                        learn_shadow_gain(ctx.reference_image, ctx.background, ctx.reference_masks))
+        return ctx.cache["shadow_gain"]
 
     def _contrast(self, ctx: SegmentContext, models: dict[str, ColourModel | None]) -> dict[str, float]:
         """ΔE between each object's mean colour and its background (white, or the plate under and
@@ -371,25 +485,31 @@ class ClassicalSegmenter:
         image = np.asarray(image, dtype=np.uint8)
         models = self._models(ctx)
         notes: list[str] = []
+        ignore = answer_overlay_mask(image, ctx.exclude_rgb) if ctx.exclude_rgb else None
+        if ignore is not None and not ignore.any():
+            ignore = None
+        eligible = None
         if ctx.on_white:
             fg, thr = white_foreground(image)
             changed = float(fg.mean())
         else:
             if ctx.background.shape != image.shape:
                 raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
-            fg, thr, changed = plate_foreground(image, ctx.background, [m for m in models.values() if m is not None])
+            fg, thr, changed, changed_px, shadow = plate_foreground(
+                image, ctx.background, [m for m in models.values() if m is not None],
+                shadow_gain=self._shadow_gain(ctx), ignore=ignore)
+            eligible = changed_px | shadow
+            if ignore is not None:
+                eligible |= ignore
         min_area = max(12, int(2e-4 * fg.size))
         known = [m for m in models.values() if m is not None]
+        lab = to_lab(image)
+        bins = bin_index(lab)
         if known and fg.any():
-            # colour gate: drop changed pixels whose colour none of the objects shows (answer arrows,
-            # labels, leftover annotations), then clean up again
-            idx = bin_index(to_lab(image))[fg]
-            best = np.max(np.stack([m.prob[idx] for m in known]), axis=0)
+            # colour gate: drop changed pixels whose colour none of the objects shows (leftover
+            # annotations, other clutter), then clean up again
+            best = np.max(np.stack([m.prob[bins[fg]] for m in known]), axis=0)
             keep = best >= GATE_DENSITY / N_BINS
-            excl = self._exclusion_models(ctx)
-            if excl:
-                worst = np.max(np.stack([m.prob[idx] for m in excl]), axis=0)
-                keep &= best >= worst
             gated = np.zeros_like(fg)
             gated[fg] = keep
             if gated.sum() < fg.sum():
@@ -415,8 +535,7 @@ class ClassicalSegmenter:
             if len(groups) == 1:
                 masks.update(_assign_by_position(fg, ids, priors, min_area))
             else:
-                lab = to_lab(image)
-                idx = bin_index(lab)[fg]
+                idx = bins[fg]
                 scores = np.stack([np.max(np.stack([models[i].logp[idx] for i in g]), axis=0) for g in groups])
                 raw = np.full(fg.shape, 255, np.uint8)
                 raw[fg] = np.argmax(scores, axis=0).astype(np.uint8)
@@ -435,6 +554,19 @@ class ClassicalSegmenter:
                                     masks[g[0]] |= c
                     else:
                         masks.update(_assign_by_position(gmask, g, priors, min_area))
+        if eligible is not None:
+            # convex silhouettes: recover hull pixels that look like the plate or its shadow
+            taken = np.zeros(fg.shape, bool)
+            for m in masks.values():
+                taken |= m
+            for i in ids:
+                if not masks[i].any():
+                    continue
+                el = eligible & ~(taken & ~masks[i])
+                if models.get(i) is not None:
+                    el |= (models[i].prob[bins] >= GATE_DENSITY / N_BINS) & ~taken
+                masks[i] = convex_completion(masks[i], el)
+                taken |= masks[i]
         contrast = self._contrast(ctx, models)
         confidence = {i: float(min(1.0, contrast[i] / (2 * LOW_CONTRAST_DE))) if i in contrast else 0.5 for i in ids}
         low = any(contrast.get(i, LOW_CONTRAST_DE) < LOW_CONTRAST_DE for i in ids)

@@ -5,9 +5,12 @@ Foreground:
   threshold;
 * in-scene frames (F-G answers, Deduction frames): Lab difference to the case's clean plate after
   removing the median global offset (a uniform brightness or tint change of the whole frame), a
-  noise-adaptive threshold (median + 5 robust sigmas, floored), and shadow suppression: pixels that
-  are darker than the plate with almost unchanged chroma are taken for shadows unless their colour
-  is typical of one of the objects.
+  noise-adaptive threshold (median + 5 robust sigmas, floored), and shadow suppression: a cast shadow
+  is the plate times one attenuation k in every channel, k measured on the reference (condition)
+  frame (`learn_shadow_gain`, `shadow_mask`). Edges by matting against the plate (darkened where the
+  shadow lies). Strokes of the F-G answer overlay (`overlay.answer_overlay_mask`) are unobservable and
+  never foreground. Each object's mask is completed to its convex hull where the hull's pixels are
+  changed, shadow-like, overlay or of the object's colour (every suite shape has a convex silhouette).
 Both are cleaned by opening, closing, hole filling and removal of specks.
 
 Assignment to objects: colour models (joint L·a*·b* histograms, coarse in L, smoothed) are built from

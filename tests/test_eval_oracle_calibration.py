@@ -1,0 +1,112 @@
+"""Oracle calibration on GENERATED cases (the shipped suite's sampler and materials), built once per
+session with `orchard-build generate` + `orchard-build --config`: the oracle (the case's own reference
+artifacts and GT video) through `orchard-eval run --judge none`, and the static / blank baselines.
+
+The target is oracle ≥ 0.98 on every objective metric of every case. The weight-free segmenter does
+not reach it on every in-scene mask metric yet (see docs/evaluation.md, "Calibration"): where an
+object's unlit side has the colour of its support in shadow (a rubber ball on a rubber ramp, an oak
+ball on an oak track) no pixel rule can tell the two apart. That target is kept as an expected
+failure; the floors asserted here guard what is reached.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchard_eval.cli import main
+from orchard_eval.records import read_records
+
+REPO = Path(__file__).resolve().parents[1]
+# tasks with a plain floor, a support and two objects; each case builds in ≈ 5–10 s
+TASKS = ("free_fall", "uniform_linear_motion", "perfectly_elastic_collision", "projectile_motion")
+COUNT, SEED = 2, 3
+IOUS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
+# floors reached by the oracle on these cases (the 0.98 target is the xfail below)
+FLOORS = {"perception_graphic": {"mask_iou": 0.95},
+          "formulation_graphic": {"mask_iou": 0.90},
+          "deduction": {"psnr": 0.98, "masked_psnr": 0.98, "spatial_iou": 0.90, "spatiotemporal_iou": 0.90,
+                        "weighted_spatial_iou": 0.90, "velocity": 0.88}}
+
+
+def _cli(module: str) -> list[str]:
+    exe = shutil.which(module.replace("_", "-").replace(".cli", ""))
+    return [exe] if exe else [sys.executable, "-c", f"import sys; from {module} import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="session")
+def generated(tmp_path_factory):
+    pytest.importorskip("mujoco")
+    root = tmp_path_factory.mktemp("oracle_cal")
+    scenes, ds = root / "scenes", root / "orchard"
+    env = dict(os.environ, ORCHARD_NO_PROGRESS="1")
+    build = _cli("orchard_build.cli")
+    for t in TASKS:
+        subprocess.run(build + ["generate", "--task", t, "--count", str(COUNT), "--seed", str(SEED),
+                                "--out", str(scenes / t)], env=env, cwd=REPO, check=True, capture_output=True)
+    configs = sorted(str(c) for c in scenes.glob("*/*.yaml"))
+    proc = subprocess.run(build + ["--config", *configs, "--out", str(ds), "--jobs", "2", "--no-progress"],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    if not (ds / "dataset.json").is_file() or not json.loads((ds / "dataset.json").read_text())["cases"]:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        pytest.skip(f"orchard-build rendered no case here: {tail[0][:300]}")
+    out = {}
+    for kind in ("oracle", "static", "blank"):
+        pred = root / f"pred_{kind}"
+        assert main(["baseline", "--kind", kind, "--cases", str(ds), "--out", str(pred)]) == 0
+        res = root / "results" / kind
+        assert main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(pred), "--out", str(res),
+                     "--jobs", "2", "--no-progress"]) == 0
+        out[kind] = res
+    return ds, out
+
+
+def _metrics(res: Path, subtrack: str) -> dict:
+    return {r["case_id"]: r["metrics"] for r in read_records(res) if r["subtrack"] == subtrack and r["rollout"] == 0}
+
+
+def _at_rest(ds: Path, cid: str) -> bool:
+    v = json.loads((ds / "cases" / cid / "velocity.json").read_text())
+    return not any(o["moving"] for o in v["objects"])
+
+
+def test_oracle_floors(generated):
+    _, res = generated
+    table = {}
+    for st, floors in FLOORS.items():
+        got = _metrics(res["oracle"], st)
+        assert got, st
+        for cid, m in got.items():
+            table.setdefault(cid, {}).update({f"{st[:3]}.{k}": v for k, v in m.items()})
+            for k, lo in floors.items():
+                assert m.get(k) is None or m[k] >= lo, (cid, st, k, m[k])
+    print("\noracle per case:", json.dumps(table, indent=1))
+
+
+@pytest.mark.xfail(reason="in-scene masks: an object's unlit side with the colour of its shadowed support, "
+                          "rim pixels of small objects; see docs/evaluation.md", strict=False)
+def test_oracle_reaches_098_on_every_objective_metric(generated):
+    _, res = generated
+    low = []
+    for st in FLOORS:
+        for cid, m in _metrics(res["oracle"], st).items():
+            low += [(cid, st, k, round(v, 3)) for k, v in m.items() if v is not None and v < 0.98]
+    assert not low, low
+
+
+def test_static_and_blank_score_low_on_deduction_physics(generated):
+    ds, res = generated
+    ora = _metrics(res["oracle"], "deduction")
+    for kind in ("static", "blank"):
+        for cid, m in _metrics(res[kind], "deduction").items():
+            if _at_rest(ds, cid):
+                continue
+            # the time-collapsed spatial IoU of a blank answer can pick up a little of a slow object's
+            # path (measured ≤ 0.17); per-frame overlap stays near zero
+            assert m["spatial_iou"] <= 0.25 and max(m[k] for k in IOUS[1:]) <= 0.1, (kind, cid, m)
+            assert m["psnr"] < 0.7 and m["masked_psnr"] < 0.5, (kind, cid, m)
+            if m["velocity"] is not None:
+                assert m["velocity"] < ora[cid]["velocity"], (kind, cid, m)

@@ -112,6 +112,9 @@ def _generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=int, default=0, help="first case number (default 0)")
     p.add_argument("--ranges", type=Path, default=None, help="ranges file (default: <scenes>/ranges.yaml)")
     p.add_argument("--materials", type=Path, default=None)
+    p.add_argument("--no-engine-check", action="store_true",
+                   help="keep samples without simulating them in the embedded engine first (faster; some may then "
+                        "fail the build's engine–analytic tolerance)")
     return p
 
 
@@ -120,7 +123,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     ranges = args.ranges or (scenes_dir() / "ranges.yaml")
     materials = load_materials(args.materials or default_materials_path())
-    paths = generate(args.task, args.count, args.seed, args.out, ranges, materials, start=args.start)
+    paths = generate(args.task, args.count, args.seed, args.out, ranges, materials, start=args.start,
+                     engine_check=not args.no_engine_check)
     print(f"wrote {len(paths)} configs to {args.out}")
     return 0
 

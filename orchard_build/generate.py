@@ -78,8 +78,11 @@ class Sampler:
         size = {k: self.u(v) for k, v in self.common["sizes"][shape].items()}
         return shape, size, pose
 
-    def material(self, colourful: bool = False) -> str:
-        return self.choice(self.common["colourful_materials" if colourful else "solid_materials"])
+    def material(self, colourful: bool = False, unlike: str | None = None) -> str:
+        """An object material; `unlike` excludes the material of the support the object touches (the
+        same material on both sides leaves no visible edge between object and support)."""
+        options = [m for m in self.common["colourful_materials" if colourful else "solid_materials"] if m != unlike]
+        return self.choice(options)
 
 
 def _obj(oid: str, shape: str, size: dict, material: str, placement: dict, annotate: list[str]) -> dict:
@@ -123,7 +126,8 @@ def _projectile(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict
     shape, size, _ = s.shape(r["shapes"])
     raw = _base("projectile_motion", number, seed, s.gravity(), s.choice(r["ground"]))
     h = s.u(r["height"]) + _support_distance(shape, size, None)
-    speed, elev = s.u(r["speed"], 2), math.radians(s.u(r["elevation_deg"], 1))
+    lo_elev = r["elevation_deg"][0] if shape == "sphere" else max(r["elevation_deg"][0], 20)  # apex in view
+    speed, elev = s.u(r["speed"], 2), math.radians(s.u([lo_elev, r["elevation_deg"][1]], 1))
     az = math.radians(s.u(r["out_of_plane_deg"], 1)) * (1 if s.chance(0.5) else -1) if s.chance(r["out_of_plane_probability"]) else 0.0
     v = [speed * math.cos(elev) * math.cos(az), speed * math.cos(elev) * math.sin(az), speed * math.sin(elev)]
     mat = s.material()
@@ -152,7 +156,7 @@ def _inclined(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
         if place["speed"] < 0:
             place["distance_from_top"] = _r(length * 0.55)
         annotate.append("v0")
-    mat = s.material(colourful=True)
+    mat = s.material(colourful=True, unlike=ramp_mat)
     raw["objects"] = [_obj("body", shape, size, mat, {"ramp": place}, annotate)]
     raw["description"] = f"A {mat.replace('_', ' ')} {shape} on a {angle:g}° {ramp_mat.replace('_', ' ')} ramp."
     return raw, {"duration": s.u(r["duration"]), "stop_before": ("surface_transition", "contact_break")}
@@ -180,8 +184,9 @@ def _circular(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
         place["angle_deg"] = -s.u(r["release_deg"], 1)
         arc = [-90, 90]
         desc = "is released on a half-pipe and rolls to and fro"
-    mat = s.material(colourful=True)
-    raw["supports"] = {"tracks": [{"id": "track", "material": s.choice(r["track_materials"]), "radius": R,
+    track_mat = s.choice(r["track_materials"])
+    mat = s.material(colourful=True, unlike=track_mat)
+    raw["supports"] = {"tracks": [{"id": "track", "material": track_mat, "radius": R,
                                    "center": [0.0, 0.0, R], "arc_deg": arc, "width": _r(max(0.16, 2.4 * a))}]}
     raw["objects"] = [_obj("body", shape, size, mat, {"track": place}, annotate)]
     raw["description"] = f"A {mat.replace('_', ' ')} {shape} {desc}."
@@ -237,7 +242,7 @@ def _at_rest(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
                                       "width": 0.6, "foot": [0.6, 0.0, 0.0]}]}
         for i in range(n):
             shape, size, _ = s.shape(["cube", "cone", "cylinder"])
-            objs.append(_obj(f"body_{i}", shape, size, s.material(colourful=True),
+            objs.append(_obj(f"body_{i}", shape, size, s.material(colourful=True, unlike="rubber"),
                              {"ramp": {"ramp": "ramp", "distance_from_top": _r(0.25 + 0.45 * i)}}, ["mass"]))
     else:
         if support == "platform":
@@ -251,7 +256,9 @@ def _at_rest(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
                 place["rest_pose"] = pose
             if support == "platform":
                 place["support"] = "table"
-            objs.append(_obj(f"body_{i}", shape, size, s.material(colourful=True), {"surface": place}, ["mass"]))
+            objs.append(_obj(f"body_{i}", shape, size,
+                             s.material(colourful=True, unlike="oak" if support == "platform" else None),
+                             {"surface": place}, ["mass"]))
     raw["objects"] = objs
     raw["description"] = f"{n} object{'s' if n > 1 else ''} at rest on {'a ramp' if support == 'ramp' else 'a table' if support == 'platform' else 'the ground'}."
     return raw, {"duration": s.u(r["duration"])}
@@ -279,7 +286,7 @@ def _uniform(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
 def _composition(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
     chain = r["chains"][number % len(r["chains"])]  # cycle so every chain appears
     raw = _base("composition", number, seed, s.gravity(), "concrete")
-    mat = s.material(colourful=True)
+    mat = s.material(colourful=True, unlike={"ramp_projectile": "oak", "track_collision": "rubber"}.get(chain))
     if chain == "ramp_projectile":
         angle, length, hfoot = s.u([20, 35], 1), s.u([0.8, 1.2], 2), s.u([0.4, 0.8], 2)
         raw["supports"] = {"ramps": [{"id": "ramp", "material": "oak", "angle_deg": angle, "length": length,
@@ -391,8 +398,47 @@ def _displacement_px(cfg, traj) -> float:
                for o in cfg.objects) * 360.0 / cam.height
 
 
+class EngineCheck:
+    """Re-records a configuration the engine cannot honour (the paper's "configuration re-recording"):
+    the embedded engine simulates the sample, which is kept only if it stays within ENGINE_MARGIN of the
+    build's engine–analytic tolerance; frame 0 is rendered and the infographic laid out, so samples on
+    which no legible label placement exists are redrawn too. Cases played back analytically (sticking)
+    skip the engine comparison."""
+
+    ENGINE_MARGIN = 0.8
+
+    def __init__(self) -> None:
+        from .engines import get_backend, get_renderer
+
+        self.backend = get_backend("mujoco")
+        self.renderer = get_renderer("mujoco")
+
+    def close(self) -> None:
+        self.renderer.close()
+
+    def __call__(self, cfg, traj) -> None:
+        from .overlay import OverlayError, build_first_frame_layer
+        from .render_case import deviation_report, playback_mode
+
+        times = cfg.timing.frame_times
+        if playback_mode(cfg, traj.law_steps())[0] == "engine":
+            run = self.backend.simulate(cfg, times)
+            analytic = traj.sample(times)
+            rep = deviation_report(cfg, {o.id: analytic[o.id]["position"] for o in cfg.objects},
+                                   {o.id: run.states[o.id].position for o in cfg.objects}, times)
+            for oid, e in rep["objects"].items():
+                if e["max_deviation"] > self.ENGINE_MARGIN * e["tolerance"]:
+                    raise PhysicsError(f"the engine deviates by {e['max_deviation'] * 1000:.1f} mm ({oid})")
+        first = {o.id: (o.position[None], o.quaternion[None]) for o in cfg.objects}
+        inst = self.renderer.render(cfg, first, passes=("instance",)).instance[0]
+        try:
+            build_first_frame_layer(cfg, inst)
+        except OverlayError as exc:
+            raise PhysicsError(str(exc)) from exc
+
+
 def sample_config(task: str, number: int, rng: np.random.Generator, ranges: dict, materials: MaterialLibrary,
-                  seed: int) -> dict:
+                  seed: int, check: Callable | None = None) -> dict:
     s = Sampler(rng, ranges)
     sampler = SAMPLERS[task]
     r = ranges["tasks"][task]
@@ -415,6 +461,8 @@ def sample_config(task: str, number: int, rng: np.random.Generator, ranges: dict
                 raise PhysicsError("objects would appear too small")
             if task != "at_rest" and _displacement_px(cfg, traj) < 2 * s.common["min_object_px"]:
                 raise PhysicsError("the state at t* would look like the start")
+            if check is not None:
+                check(cfg, traj)
             return raw
         except (ConfigError, PhysicsError, ValueError) as exc:
             last = exc
@@ -439,22 +487,30 @@ def load_ranges(path: Path) -> dict:
 
 
 def generate(task: str, count: int, seed: int, out: Path, ranges_path: Path, materials: MaterialLibrary,
-             start: int = 0) -> list[Path]:
-    """Write `count` configs for `task` as out/<six digits>.yaml (numbers start..start+count-1)."""
+             start: int = 0, engine_check: bool = True) -> list[Path]:
+    """Write `count` configs for `task` as out/<six digits>.yaml (numbers start..start+count-1).
+    With `engine_check`, samples the embedded engine cannot honour are redrawn (see EngineCheck)."""
     if task not in TASKS:
         raise ConfigError("--task", "", f"unknown task {task!r}")
     ranges = load_ranges(ranges_path)
     rng = np.random.default_rng([seed, TASK_NAMES.index(task)])
     written = []
-    for i in range(count):
-        number = start + i
-        raw = sample_config(task, number, rng, ranges, materials, seed=seed * 1000 + number)
-        raw = _unshare(raw)
-        header = (f"# Generated by orchard-build generate --task {task} --seed {seed} (case {number}); "
-                  f"ranges: {ranges_path.name}\n")
-        text = header + yaml.dump(raw, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=110,
-                                allow_unicode=True)
-        path = out / f"{number:06d}.yaml"
-        write_text_atomic(path, text)
-        written.append(path)
+    check = EngineCheck() if engine_check else None
+    try:
+        for i in range(count):
+            written.append(_generate_one(task, start + i, seed, rng, ranges, ranges_path, materials, out, check))
+    finally:
+        if check is not None:
+            check.close()
     return written
+
+
+def _generate_one(task, number, seed, rng, ranges, ranges_path, materials, out, check) -> Path:
+    raw = _unshare(sample_config(task, number, rng, ranges, materials, seed=seed * 1000 + number, check=check))
+    header = (f"# Generated by orchard-build generate --task {task} --seed {seed} (case {number}); "
+              f"ranges: {ranges_path.name}\n")
+    text = header + yaml.dump(raw, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=110,
+                              allow_unicode=True)
+    path = out / f"{number:06d}.yaml"
+    write_text_atomic(path, text)
+    return path

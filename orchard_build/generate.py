@@ -136,7 +136,13 @@ def _projectile(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict
     raw["description"] = f"A {mat.replace('_', ' ')} {shape} is launched {'in 3D ' if az else ''}and flies to the ground."
     hint = {"after": s.u(r["after_landing"]), "event": "landing", "fallback": (0.8, 1.5)}
     if shape != "sphere":
-        hint["before_event"] = True  # non-round bodies are shown in flight only (landing would tip them)
+        # non-round bodies are shown in flight only (a landing with horizontal speed would tip them):
+        # the provisional solve must stop before the touchdown, found from z(t) = support height
+        g, vz, dz = raw["environment"]["g"], v[2], h - _support_distance(shape, size, None)
+        t_land = (vz + math.sqrt(vz * vz + 2 * g * dz)) / g
+        lo = max(0.5, vz / g + 0.15)  # the apex (the motion of interest here) inside [0, T]
+        hint.update({"before_event": True, "fallback": (lo, max(lo, t_land - 0.1)),
+                     "max_duration": math.floor((t_land - 0.02) * 8) / 8})
     return raw, hint
 
 
@@ -446,7 +452,10 @@ def sample_config(task: str, number: int, rng: np.random.Generator, ranges: dict
     for _ in range(MAX_ATTEMPTS):
         raw, hint = sampler(s, r, number, seed)
         # a generous provisional timing and camera so the motion can be solved and framed
-        raw["timing"] = {"fps": s.common["fps"], "duration": 3.5, "target_time": 1.0}
+        provisional = min(3.5, hint.get("max_duration", 3.5))
+        if provisional < 0.5:
+            continue
+        raw["timing"] = {"fps": s.common["fps"], "duration": provisional, "target_time": min(1.0, provisional)}
         raw["camera"] = {"position": [0.0, -4.0, 1.0], "look_at": [0.0, 0.0, 0.4], "fov_deg": 40,
                          "resolution": list(s.common["resolution"])}
         try:

@@ -26,7 +26,7 @@ from .io import read_json, replace_dir, write_bytes_atomic, write_json, write_te
 from .materials import MaterialLibrary, load_materials
 from .mechanics import solve
 from .mechanics.types import Trajectory
-from .provenance import provenance
+from .provenance import code_sha256, dependency_versions, provenance
 from .tasks import TASK_NAMES
 
 CASES_DIR = "cases"
@@ -160,7 +160,9 @@ def is_up_to_date(case: PreparedCase, out_root: Path, render: bool = True) -> bo
         return False
     return (doc.get("config", {}).get("sha256") == case.config.config_sha256
             and doc.get("config", {}).get("materials_sha256") == case.config.materials_sha256
-            and doc.get("provenance", {}).get("tool_version") == __version__)
+            and doc.get("provenance", {}).get("tool_version") == __version__
+            and doc.get("provenance", {}).get("code_sha256") == code_sha256()
+            and doc.get("provenance", {}).get("dependencies") == dependency_versions())
 
 
 def build_case(case: PreparedCase, out_root: Path, render: bool = True, allow_qa_failures: bool = False) -> Path:

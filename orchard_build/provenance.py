@@ -1,7 +1,9 @@
 """Tool and dependency versions recorded with every case, so a number can be traced to its code."""
 from __future__ import annotations
 
+import hashlib
 import platform
+from pathlib import Path
 from functools import lru_cache
 from importlib import metadata
 
@@ -22,9 +24,23 @@ def dependency_versions() -> dict[str, str]:
     return out
 
 
+@lru_cache(maxsize=1)
+def code_sha256() -> str:
+    """Hash of the authoring code and its data (engine calibration, fonts excluded): a build made by other
+    code is never taken for an up-to-date case."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(list(root.rglob("*.py")) + list(root.rglob("*.json"))):
+        if "__pycache__" in path.parts:
+            continue
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def provenance(backend: str | None = None, playback: str | None = None) -> dict:
-    prov = {"tool": "orchard-build", "tool_version": __version__, "python": platform.python_version(),
-            "dependencies": dependency_versions()}
+    prov = {"tool": "orchard-build", "tool_version": __version__, "code_sha256": code_sha256(),
+            "python": platform.python_version(), "dependencies": dependency_versions()}
     if backend:
         prov["backend"] = backend
     if playback:

@@ -54,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--judge", default="programmatic",
                    help="judge name from the registry: programmatic (default, offline), openai (any OpenAI-compatible "
                         "endpoint), none (objective metrics only)")
+    r.add_argument("--model", help="judge model (openai judge; same as --judge-option model=…)")
+    r.add_argument("--base-url", help="OpenAI-compatible endpoint (openai judge; same as --judge-option base_url=…); "
+                                      "the key comes from ORCHARD_JUDGE_API_KEY or OPENAI_API_KEY only")
+    r.add_argument("--judge-cache", help="judge reply cache folder (openai judge; same as --judge-option cache_dir=…)")
     r.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the judge (repeatable; VALUE parsed as JSON when it can be)")
     r.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
@@ -80,6 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("results_b", metavar="RESULTS_B")
     ag.add_argument("--json", action="store_true", help="print the full result as JSON")
     return p
+
+
+def _run_judge_options(a: argparse.Namespace) -> dict:
+    opts = _judge_options(a.judge_option)
+    for flag, key in (("model", "model"), ("base_url", "base_url"), ("judge_cache", "cache_dir")):
+        value = getattr(a, flag, None)
+        if value is not None:
+            opts[key] = value
+    return opts
 
 
 def _judge_options(items: list[str]) -> dict:
@@ -137,7 +150,7 @@ def cmd_run(a) -> int:
     from .run import RunOptions, run_evaluation
 
     opts = RunOptions(cases=a.cases, predictions=a.predictions, out=a.out, judge=a.judge,
-                      judge_options=_judge_options(a.judge_option), jobs=max(1, a.jobs), rule=a.rule,
+                      judge_options=_run_judge_options(a), jobs=max(1, a.jobs), rule=a.rule,
                       segmenter=a.segmenter, progress=not a.no_progress and sys.stderr.isatty(),
                       restart=a.restart, limit=a.limit)
     res = run_evaluation(opts)

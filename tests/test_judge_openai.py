@@ -285,3 +285,38 @@ def test_user_prompt_file_replaces_default(server, judge_env, tmp_path):
     assert j.config()["prompt_versions"]["perception_text"] == "9.9-local"
     j.score(request())
     assert "CUSTOM WORDING" in server.requests[0]["body"]["messages"][1]["content"][-1]["text"]
+
+
+def test_orchard_eval_run_with_the_openai_judge_on_loopback(server, judge_env, tmp_path):
+    """`orchard-eval run --judge openai --model … --base-url …` end to end against the loopback server:
+    every criterion comes from the endpoint, results name the judge, and the key stays out of them."""
+    from orchard_eval import synthetic as syn
+    from orchard_eval.cli import main
+    from orchard_eval.records import read_records
+    from orchard_eval.rubrics import rubric_for
+
+    ds = tmp_path / "ds"
+    syn.write_orchard_case(ds, syn.Scene(width=96, height=64), "UniversalGravitation/FreeFall/000000", task="free_fall")
+    syn.write_index(ds, ["UniversalGravitation/FreeFall/000000"], "orchard")
+    pred = tmp_path / "pred"
+    assert main(["baseline", "--kind", "oracle", "--cases", str(ds), "--out", str(pred)]) == 0
+
+    def reply(body):  # the criteria of the rubric the prompt asks about, each scored 0.9
+        text = json.dumps(body)
+        rubric = next(rubric_for(sub) for sub in ("perception_text", "perception_graphic", "formulation_text",
+                                                   "formulation_graphic", "deduction")
+                      if all(k in text for k in rubric_for(sub).criteria))
+        return json.dumps(dict({k: 0.9 for k in rubric.criteria}, feedback="fine"))
+    server.default = ("ok", reply)
+    out = tmp_path / "res"
+    code = main(["run", "--judge", "openai", "--model", "judge-model", "--base-url", server.base_url,
+                 "--judge-cache", str(tmp_path / "cache"), "--cases", str(ds), "--predictions", str(pred),
+                 "--out", str(out), "--no-progress"])
+    assert code == 0 and server.requests, "the endpoint was never asked"
+    recs = read_records(out)
+    assert len(recs) == 5 * 3
+    assert all(r["provenance"]["judge"]["name"] == "openai" for r in recs)
+    assert all(r["score"] is not None for r in recs)
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert SECRET not in f.read_text(errors="ignore")

@@ -7,6 +7,7 @@ build never leaves half a case.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import tempfile
@@ -229,7 +230,9 @@ def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1
                 _run_guarded(report, case.config.case_id, lambda c=case: build_case(c, out_root, render, allow_qa_failures))
                 bar.update(1)
         else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
+            # spawn, never fork: the parent may hold an OpenGL (llvmpipe) context or other threads whose
+            # locks a forked child would inherit held, and then hang on
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = {pool.submit(_build_one, str(c.path), str(materials_path), str(out_root), render,
                                        allow_qa_failures, backend): c.config.case_id
                            for c in todo}

@@ -441,6 +441,18 @@ class EngineCheck:
             build_first_frame_layer(cfg, inst)
         except OverlayError as exc:
             raise PhysicsError(str(exc)) from exc
+        # the state at t* must stay visible (QA's support-occlusion rule, with a margin)
+        tstar = cfg.timing.target_time
+        star = {o.id: (traj.state(o.id, tstar).position[None], traj.state(o.id, tstar).quaternion[None])
+                for o in cfg.objects}
+        inst_star = self.renderer.render(cfg, star, passes=("instance",)).instance[0]
+        cam = cfg.camera
+        for o in cfg.objects:
+            z0 = float(cam.project(o.position)[1])
+            zs = float(cam.project(star[o.id][0][0])[1])
+            expected = int((inst == o.instance_id).sum()) * (z0 / zs) ** 2
+            if expected > 0 and int((inst_star == o.instance_id).sum()) < 0.55 * expected:
+                raise PhysicsError(f"{o.id} would be mostly hidden at t*")
 
 
 def sample_config(task: str, number: int, rng: np.random.Generator, ranges: dict, materials: MaterialLibrary,

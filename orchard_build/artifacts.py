@@ -60,14 +60,14 @@ def timestamps_doc(cfg: CaseConfig, traj: Trajectory) -> dict[str, Any]:
                           [(e.t, e.label) for e in traj.events], cfg.timing.grid_points)
 
 
-def velocity_doc(cfg: CaseConfig, traj: Trajectory, speed_override: dict[str, float] | None = None) -> dict[str, Any]:
+def velocity_doc(cfg: CaseConfig, traj: Trajectory) -> dict[str, Any]:
     t = cfg.timing.target_time
     cam = cfg.camera
     objects = []
     for o in cfg.objects:
         s = traj.state(o.id, t)
         uv, depth = cam.project(s.position)
-        speed = s.speed
+        speed = canonical(s.speed)  # the label is printed from the stored value (0.665 → "0.67" both ways)
         moving = speed >= REST_SPEED
         arrow = cam.project_direction(s.position, s.linear_velocity) if moving else None
         objects.append({

@@ -385,7 +385,7 @@ def derive_case(case_dir: str | Path) -> dict[str, Any]:
                 raise RealWorldError(f"object {o['id']!r}: too few masks around frame {kstar} for velocimetry")
             vw = np.array(cam.velocity(duv))
             how = f"mask-centroid velocimetry at {fps:g} fps"
-        speed = float(np.linalg.norm(vw))
+        speed = canonical(float(np.linalg.norm(vw)))  # label printed from the stored value
         moving = speed >= REST_SPEED
         arrow = None
         if moving and np.linalg.norm(duv) > 1e-9:

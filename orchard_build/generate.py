@@ -149,7 +149,7 @@ def _projectile(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict
 def _inclined(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
     shape, size, pose = s.shape(r["shapes"])
     raw = _base("inclined_plane", number, seed, s.gravity(), "concrete")
-    angle, length = s.u(r["angle_deg"], 1), s.u(r["length"], 2)
+    angle, length = float(round(s.u(r["angle_deg"]))), s.u(r["length"], 2)  # whole degrees: θ is printed so
     ramp_mat = s.choice(r["ramp_materials"])
     raw["supports"] = {"ramps": [{"id": "ramp", "material": ramp_mat, "angle_deg": angle, "length": length,
                                   "width": 0.5, "foot": [_r(length * math.cos(math.radians(angle)) / 2), 0.0, 0.0]}]}
@@ -243,7 +243,7 @@ def _at_rest(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dict]:
     n = int(s.rng.integers(r["count"][0], r["count"][1] + 1))
     objs = []
     if support == "ramp":
-        angle = s.u(r["ramp_angle_deg"], 1)
+        angle = float(round(s.u(r["ramp_angle_deg"])))  # whole degrees, as printed
         raw["supports"] = {"ramps": [{"id": "ramp", "material": "rubber", "angle_deg": angle, "length": 1.6,
                                       "width": 0.6, "foot": [0.6, 0.0, 0.0]}]}
         for i in range(n):
@@ -294,7 +294,7 @@ def _composition(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dic
     raw = _base("composition", number, seed, s.gravity(), "concrete")
     mat = s.material(colourful=True, unlike={"ramp_projectile": "oak", "track_collision": "rubber"}.get(chain))
     if chain == "ramp_projectile":
-        angle, length, hfoot = s.u([20, 35], 1), s.u([0.8, 1.2], 2), s.u([0.4, 0.8], 2)
+        angle, length, hfoot = float(round(s.u([20, 35]))), s.u([0.8, 1.2], 2), s.u([0.4, 0.8], 2)
         raw["supports"] = {"ramps": [{"id": "ramp", "material": "oak", "angle_deg": angle, "length": length,
                                       "width": 0.5, "foot": [0.0, 0.0, hfoot]}]}
         rad = s.u([0.05, 0.09])
@@ -325,7 +325,7 @@ def _composition(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dic
         hint = {"after": s.u([0.6, 1.0]), "event": "landing", "target_after_event": True}
     else:  # uniform_collision_edge
         raw["environment"] = {"g": 9.81}  # the struck ball must leave the edge fast (v² ≥ 4·g·r)
-        rad = s.u([0.07, 0.1])
+        rad = s.u([0.08, 0.1])
         mat = "elastic_polymer"  # equal masses and e = 1: the striker stops dead and stays on the table
         raw["supports"] = {"platforms": [{"id": "table", "material": "air_table", "center": [0.0, 0.0, 0.3],
                                           "size": [1.2, 0.5, 0.6]}]}
@@ -336,7 +336,7 @@ def _composition(s: Sampler, r: dict, number: int, seed: int) -> tuple[dict, dic
             _obj("ball_b", "sphere", {"radius": rad}, mat,
                  {"surface": {"support": "table", "xy": [_r(s.u([0.1, 0.35])), 0.0]}}, ["mass", "v0"])]
         raw["description"] = "A ball glides across a frictionless table and strikes another, which flies off the edge."
-        hint = {"after": s.u([0.3, 0.5]), "event": "landing", "target_after_event": True}
+        hint = {"after": s.u([0.15, 0.3]), "event": "landing", "target_after_event": True}
     return raw, hint
 
 

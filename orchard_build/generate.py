@@ -211,6 +211,11 @@ def _collision(task: str) -> Callable:
             rad = s.u(s.common["sizes"]["sphere"]["radius"])
             size_a = size_b = {"radius": rad}
             half_a = half_b = rad
+        elif shape == "cylinder":  # upright, struck on its curved side along the line of centres
+            dims = s.common["sizes"]["cylinder"]
+            size_a = {"radius": s.u(dims["radius"]), "height": s.u(dims["height"])}
+            size_b = {"radius": s.u(dims["radius"]), "height": s.u(dims["height"])}
+            half_a, half_b = size_a["radius"], size_b["radius"]
         else:
             size_a, size_b = {"edge": s.u(s.common["sizes"]["cube"]["edge"])}, {"edge": s.u(s.common["sizes"]["cube"]["edge"])}
             half_a, half_b = size_a["edge"] / 2, size_b["edge"] / 2

@@ -13,7 +13,6 @@ slips (`V0` → `v_0`) when only one case exists in the vocabulary, `o`/`º` aft
 """
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from dataclasses import dataclass, field

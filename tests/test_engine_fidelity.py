@@ -42,7 +42,7 @@ CASES = {
 def _deviations(rel: str):
     path = FIXTURES / rel
     if not path.is_file():
-        pytest.skip(f"fixture {rel} not present")
+        pytest.fail(f"fixture {rel} is missing from the repository")
     cfg = load_config(path)
     times = cfg.timing.frame_times
     analytic = solve(cfg).sample(times)

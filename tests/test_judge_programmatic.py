@@ -39,7 +39,7 @@ def built(tmp_path_factory):
         root = Path(given)
     else:
         if shutil.which("orchard-build") is None and not Path(sys.executable).with_name("orchard-build").exists():
-            pytest.skip("orchard-build is not installed")
+            pytest.fail("orchard-build is not installed")
         root = tmp_path_factory.mktemp("judge_cases") / "orchard"
         cmd = [sys.executable, "-m", "orchard_build.cli"]
         repo = Path(__file__).resolve().parent.parent
@@ -51,13 +51,13 @@ def built(tmp_path_factory):
         args += ["--out", str(root), "--no-progress", "--jobs", "2"]
         proc = subprocess.run(cmd + args, capture_output=True, text=True, timeout=600)
         if not (root / "dataset.json").is_file():
-            pytest.skip(f"orchard-build produced no dataset: {proc.stderr[-500:]}")
+            pytest.fail(f"orchard-build produced no dataset: {proc.stderr[-500:]}")
     ds = load_dataset(root)
     by_task = {}
     for cid, case in sorted(ds.cases.items()):
         by_task.setdefault(case.task, case)   # one case per task keeps the session short
     if not by_task:
-        pytest.skip("no case was built")
+        pytest.fail("no case was built")
     return ds, by_task
 
 

@@ -63,6 +63,7 @@ class ObjectInfo:
     shape: str | None = None
     material: str | None = None
     mass: float | None = None
+    size: tuple[tuple[str, float], ...] = ()   # primitive dimensions in metres, e.g. (("radius", 0.05),)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ class ObjectTracks:
     positions: dict[str, np.ndarray]   # object id -> (N, 3)
     velocities: dict[str, np.ndarray]  # object id -> (N, 3)
     source: str = "analytic"
+    # object id -> attitude sequences (each (N, 4), unit quaternions w, x, y, z), one per recorded
+    # source (analytic model, engine); empty where the layout records none
+    attitudes: dict[str, tuple[np.ndarray, ...]] = field(default_factory=dict)
 
     def at(self, t: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Linear interpolation of positions and velocities at time t."""

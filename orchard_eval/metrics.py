@@ -148,7 +148,7 @@ class MaskIoUResult:
 
 
 def object_mask_iou(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, np.ndarray],
-                    match: str = "auto", ignore=None) -> MaskIoUResult:
+                    match: str = "auto", ignore=None, alike=()) -> MaskIoUResult:
     """Case-level mask IoU (D.5): per-object IoU after matching, mean over GT objects, a GT object
     without a prediction scores 0. `match`: "identity" (same keys), "hungarian", or "auto" (identity
     when every predicted key is a GT key, Hungarian otherwise). With no GT object at all the value is
@@ -156,7 +156,11 @@ def object_mask_iou(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, n
 
     `ignore`: pixels that are unobservable in the answer (the F-G answer overlay the prompt requires:
     orange arrows drawn from the object centres and their labels, `segment.overlay`); they are removed
-    from the predicted and the GT masks alike before matching and IoU, for every model the same way."""
+    from the predicted and the GT masks alike before matching and IoU, for every model the same way.
+
+    `alike`: groups of object keys that look the same (the segmenter could not tell them apart by
+    colour); identity within a group is unknown, so its members are matched by the assignment with
+    the largest total IoU."""
     gt = {k: _b(v) for k, v in gt.items()}
     pred = {k: _b(v) for k, v in pred.items()}
     if ignore is not None:
@@ -175,6 +179,17 @@ def object_mask_iou(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, n
         pairing = {k: m.get(k) for k in gt}
     else:
         raise ValueError(f"unknown matching mode {match!r}")
+    for group in alike or ():
+        keys = [k for k in group if k in gt and pairing.get(k) is not None]
+        if len(keys) < 2:
+            continue
+        preds = [pairing[k] for k in keys]
+        scores = np.array([[iou(pred[p], gt[g]) for p in preds] for g in keys])
+        from scipy.optimize import linear_sum_assignment
+
+        rows, cols = linear_sum_assignment(-scores)
+        for r, c in zip(rows, cols):
+            pairing[keys[r]] = preds[c]
     per = {}
     for g, p in pairing.items():
         if p is None:
@@ -271,6 +286,16 @@ def motion_plane(positions, extrinsic, tol: float = 1e-6) -> tuple[np.ndarray, n
         n = axis
     n = n / np.linalg.norm(n)
     return c, n
+
+
+def project_points(X, intrinsic, extrinsic) -> np.ndarray:
+    """Pixel coordinates (N, 2) of world points X (N, 3) under the pinhole camera (OpenCV axes)."""
+    X = np.asarray(X, dtype=np.float64).reshape(-1, 3)
+    E = np.asarray(extrinsic, dtype=np.float64)
+    pc = X @ E[:, :3].T + E[:, 3]
+    uv = pc[:, :2] / pc[:, 2:3]
+    K = np.asarray(intrinsic, dtype=np.float64)
+    return uv @ K[:2, :2].T + K[:2, 2]
 
 
 def backproject_to_plane(uv, intrinsic, extrinsic, point, normal) -> np.ndarray:

@@ -57,25 +57,57 @@ def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Se
         # the answer overlay the prompt requires hides part of the objects: unobservable, not scored
         ignore = answer_overlay_mask(answer, ctx.exclude_rgb)
         details["unobservable_px"] = int(ignore.sum())
-    r = M.object_mask_iou(out.masks, gt, ignore=ignore)
+    r = M.object_mask_iou(out.masks, gt, ignore=ignore, alike=out.alike)
     details.update({"per_object": r.per_object, "matching": r.matching})
     return ObjectiveResult({"mask_iou": r.value}, details, list(out.notes), out.low_confidence)
 
 
-def _segment_sequence(case: EvalCase, frames, seg: Segmenter):
+def _resolve_alike(case: EvalCase, where: dict, alike: list[list[str]], t: float | None) -> dict:
+    """Objects that look alike carry no identity of their own: within each such group the located
+    positions are given to the GT objects by Hungarian matching on image distance to the GT centres
+    at time t (the rule for objects whose identity is unknown)."""
+    if not alike or t is None or case.intrinsic is None or case.extrinsic is None:
+        return where
+    tracks = case.object_tracks()
+    if tracks is None:
+        return where
+    from scipy.optimize import linear_sum_assignment
+
+    pos, _ = tracks.at(t)
+    out = dict(where)
+    for group in alike:
+        keys = [k for k in group if where.get(k) is not None and k in pos]
+        if len(keys) < 2:
+            continue
+        gt_uv = M.project_points(np.stack([pos[k] for k in keys]), case.intrinsic, case.extrinsic)
+        got = np.array([where[k] for k in keys], float)
+        cost = np.linalg.norm(got[:, None, :] - gt_uv[None, :, :], axis=2)
+        rows, cols = linear_sum_assignment(cost)
+        for r, c in zip(rows, cols):
+            out[keys[c]] = tuple(got[r])
+    return out
+
+
+def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None):
+    """Masks per frame, low-confidence flag, notes, and where each object is per frame (its fitted
+    centre or mask centroid, `Segmentation.positions`)."""
     ctx = context_for_case(case, "deduction")
     shape = (case.frame_size[1], case.frame_size[0])
     out, low, notes = [], False, []
-    for f in frames:
+    where: list[dict] = []
+    for k, f in enumerate(frames):
         if f is None:
             out.append({o.id: np.zeros(shape, bool) for o in case.objects})
+            where.append({})
             continue
+        ctx.time = None if times is None else float(times[k])
         s = seg.segment(f, ctx)
+        where.append(_resolve_alike(case, s.positions(), s.alike, ctx.time))
         low |= s.low_confidence
         notes.extend(s.notes)
         out.append(s.masks)
         ctx.priors = {k: c for k, c in s.centroids().items() if c is not None} or ctx.priors
-    return out, low, notes
+    return out, low, notes, where
 
 
 def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmenter | None = None,
@@ -102,7 +134,7 @@ def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmen
         res.notes.append("no GT instance masks: mask metrics not applicable")
         return res
     try:
-        pred_masks, low, notes = _segment_sequence(case, packet.frames, seg)
+        pred_masks, low, notes, where = _segment_sequence(case, packet.frames, seg, packet.times)
     except ValueError as exc:
         res.notes.append(f"mask metrics not applicable: {exc}")
         return res
@@ -115,7 +147,7 @@ def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmen
     if dense is not None:
         res.values["velocity"], vnote = velocity_metric(case, dense, seg)
     else:
-        res.values["velocity"], vnote = sampled_velocity(case, packet, pred_masks, rule)
+        res.values["velocity"], vnote = sampled_velocity(case, packet, pred_masks, rule, where)
     if vnote:
         res.notes.append(vnote)
     return res
@@ -129,7 +161,7 @@ def frame_time(index: int, n_video_frames: int, duration: float, rule: str = "pa
 
 
 def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[str, np.ndarray]],
-                     rule: str = "paper") -> tuple[float | None, str | None]:
+                     rule: str = "paper", where: list[dict] | None = None) -> tuple[float | None, str | None]:
     """S_vel from the frames already sampled at T_c (video protocol): the distinct prediction frames
     chosen for the timestamps, each at its own physical time index·T/N, give centroid tracks; the
     velocity over each consecutive pair of them is compared with the GT displacement over the same
@@ -159,7 +191,8 @@ def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[s
     for o in case.objects:
         if o.id not in tracks.positions:
             continue
-        cents = [M.mask_centroid(masks[chosen[j]][o.id]) for j in order]
+        cents = [(where[chosen[j]].get(o.id) if where is not None else None)
+                 or M.mask_centroid(masks[chosen[j]][o.id]) for j in order]
         uv[o.id] = np.array([[np.nan, np.nan] if c is None else c for c in cents])
         planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
         gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])
@@ -180,7 +213,7 @@ def velocity_metric(case: EvalCase, dense: DeductionPacket, segmenter: Segmenter
         return None, "no GT object tracks or camera: velocity not applicable"
     seg = segmenter or ClassicalSegmenter()
     try:
-        masks, _, _ = _segment_sequence(case, dense.frames, seg)
+        masks, _, _, where = _segment_sequence(case, dense.frames, seg, dense.times)
     except ValueError as exc:
         return None, f"velocity not applicable: {exc}"
     times = np.asarray(dense.times)
@@ -188,7 +221,7 @@ def velocity_metric(case: EvalCase, dense: DeductionPacket, segmenter: Segmenter
     for o in case.objects:
         if o.id not in tracks.positions:
             continue
-        cents = [M.mask_centroid(m[o.id]) for m in masks]
+        cents = [w.get(o.id) or M.mask_centroid(m[o.id]) for w, m in zip(where, masks)]
         uv[o.id] = np.array([[np.nan, np.nan] if c is None else c for c in cents])
         planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
         gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])

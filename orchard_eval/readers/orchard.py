@@ -28,8 +28,12 @@ MASK_ARTIFACTS = {"perception_graphic": "ref_perception_graphic_mask",
 
 
 class OrchardAssets:
-    def __init__(self, case_dir: Path, artifacts: dict[str, str], object_ids: list[str]):
+    def __init__(self, case_dir: Path, artifacts: dict[str, str], object_ids: list[str],
+                 playback: str | None = None):
         self.dir = case_dir
+        # the trajectory the GT video shows (provenance.playback); GT tracks follow it, so that the
+        # velocity metric measures against the same motion as the masks and frames
+        self.playback = playback
         self.artifacts = artifacts
         self.object_ids = object_ids
         self._frames: FrameSource | None = None
@@ -96,18 +100,23 @@ class OrchardAssets:
                 keys = set(z.files)
                 if "times" in keys:
                     times = np.asarray(z["times"], dtype=np.float64)
-                    pos, vel = {}, {}
+                    pos, vel, att = {}, {}, {}
                     src = "analytic"
                     for oid in self.object_ids:
-                        for prefix in ("analytic", "engine"):
+                        order = ("engine", "analytic") if self.playback == "engine" else ("analytic", "engine")
+                        for prefix in order:
                             pk, vk = f"{prefix}/{oid}/position", f"{prefix}/{oid}/linear_velocity"
                             if pk in keys and vk in keys:
                                 pos[oid] = np.asarray(z[pk], dtype=np.float64).reshape(-1, 3)
                                 vel[oid] = np.asarray(z[vk], dtype=np.float64).reshape(-1, 3)
-                                src = prefix if prefix == "analytic" else src
+                                src = prefix
                                 break
+                        quats = [np.asarray(z[k], dtype=np.float64).reshape(-1, 4)
+                                 for k in (f"analytic/{oid}/quaternion", f"engine/{oid}/quaternion") if k in keys]
+                        if quats:
+                            att[oid] = tuple(quats)
                     if pos:
-                        tracks = ObjectTracks(times=times, positions=pos, velocities=vel, source=src)
+                        tracks = ObjectTracks(times=times, positions=pos, velocities=vel, source=src, attitudes=att)
         self._tracks = tracks
         return tracks
 
@@ -189,7 +198,9 @@ def read_case(case_dir: str | Path, case_id: str | None = None, strict: bool = T
         raise CaseFormatError(f"{ts_path}: timestamps must lie in (0, T = {T}]")
 
     objects = tuple(ObjectInfo(id=o["id"], instance_id=int(o["instance_id"]), shape=o.get("shape"),
-                               material=o.get("material"), mass=float(o["mass"])) for o in doc["objects"])
+                               material=o.get("material"), mass=float(o["mass"]),
+                               size=tuple(sorted((str(k), float(v)) for k, v in o.get("size", {}).items())))
+                    for o in doc["objects"])
     if len({o.instance_id for o in objects}) != len(objects):
         raise CaseFormatError(f"{case_dir / 'case.json'}: instance ids are not unique")
     cam = doc["camera"]
@@ -198,7 +209,8 @@ def read_case(case_dir: str | Path, case_id: str | None = None, strict: bool = T
         E = as_matrix(cam["extrinsic"], (3, 4))
     except CaseFormatError as exc:
         raise CaseFormatError(f"{case_dir / 'case.json'}: camera: {exc}") from exc
-    assets = OrchardAssets(case_dir, artifacts, [o.id for o in objects])
+    assets = OrchardAssets(case_dir, artifacts, [o.id for o in objects],
+                           playback=(doc.get("provenance") or {}).get("playback"))
     return EvalCase(
         case_id=doc["case_id"], task=doc["task"], pillar=doc["pillar"] or TASK_PILLAR[doc["task"]],
         source=SOURCE_MAP[doc["source"]], source_detail=doc["source"], layout="orchard", path=case_dir,

@@ -21,6 +21,11 @@ class SegmentContext:
     background: np.ndarray | None = None          # None: pure white background
     priors: dict[str, tuple[float, float]] | None = None
     exclude_rgb: tuple[tuple[int, int, int], ...] = ()   # colours of drawn answer strokes (unobservable)
+    # rigid shape prior (segment.shape_prior): object id -> BodyPrior, the case camera, and the
+    # physical time of the frame being segmented (selects the recorded attitudes)
+    bodies: dict = field(default_factory=dict)
+    camera: object | None = None
+    time: float | None = None
     cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -35,6 +40,12 @@ class Segmentation:
     low_confidence: bool = False
     confidence: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # image position (u, v) of an object's centre where the segmenter located the body itself (a
+    # fitted rigid silhouette); velocity tracks prefer it to the mask centroid
+    centres: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # groups of objects that look alike (same colour model): their identities were assigned by
+    # position only, so metrics match them without trusting the labels
+    alike: list[list[str]] = field(default_factory=list)
 
     def union(self) -> np.ndarray:
         out = np.zeros_like(self.foreground, dtype=bool)
@@ -46,6 +57,14 @@ class Segmentation:
         from ..metrics import mask_centroid
 
         return {k: mask_centroid(m) for k, m in self.masks.items()}
+
+    def positions(self) -> dict[str, tuple[float, float] | None]:
+        """Where each object is: its fitted centre when known, else its mask centroid."""
+        out = self.centroids()
+        for k, c in self.centres.items():
+            if out.get(k) is not None:
+                out[k] = c
+        return out
 
 
 @runtime_checkable

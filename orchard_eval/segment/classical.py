@@ -13,6 +13,11 @@ Foreground:
   changed, shadow-like, overlay or of the object's colour (every suite shape has a convex silhouette).
 Both are cleaned by opening, closing, hole filling and removal of specks.
 
+Rigid shape prior (in-scene frames, where the case declares each object's primitive, size and
+camera; `shape_prior.py`): each object's position is fitted to the frame on its GT motion plane
+and its exact silhouette decides the pixels colour leaves open — rims blended by anti-aliasing and
+H.264, an unlit side with the colour of the support in shadow — never a pixel that shows the plate.
+
 Assignment to objects: colour models (joint L·a*·b* histograms, coarse in L, smoothed) are built from
 a reference image with per-object masks (the case's condition frame or reference answer). Objects
 whose colour models are distinguishable are separated pixel by pixel; objects that look alike
@@ -32,6 +37,7 @@ from scipy.optimize import linear_sum_assignment
 
 from .base import SegmentContext, Segmentation
 from .overlay import ANSWER_ORANGE, answer_overlay_mask
+from .shape_prior import MIN_FIT_IOU_WHITE, BodyPrior, Camera, apply_shape_prior, quat_to_matrix
 
 L_BINS, AB_BINS = 4, 16
 N_BINS = L_BINS * AB_BINS * AB_BINS
@@ -255,12 +261,17 @@ def _ratio(f: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return k, spread
 
 
-def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None) -> np.ndarray:
+def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None,
+                broad: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Pixels that look like the plate darkened uniformly in every channel (a cast shadow): the colour
     is k · plate within a tolerance of a few levels plus `SHADOW_REL_TOL` of its brightness (absolute
     residuals, so that the dark channels of a saturated floor do not make ratios noisy). With a known
     attenuation k (`learn_shadow_gain`) the umbra is k ± `SHADOW_K_TOL`, and the penumbra the pixels
-    between k and the plate next to it; without one, any uniform darkening to 25–90 %."""
+    between k and the plate next to it; without one, any uniform darkening to 25–90 %.
+
+    `broad=True` also returns the pixels that fit *some* uniform darkening (k in 0.2–0.95): a shadow
+    on a surface turned another way than the one the gain was learned on (a curved track, a ramp)
+    has another k. Returns (learned-gain shadow, broad shadow) then."""
     f, p = rgb.astype(np.float32), plate.astype(np.float32)
     gain = np.median((f + 1.0) / (p + 1.0), axis=(0, 1))      # a global exposure/tint change
     f = f / gain
@@ -275,18 +286,23 @@ def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None) -
     else:
         umbra = flat & (np.abs(k - shadow_gain) <= SHADOW_K_TOL)
         lo = shadow_gain - SHADOW_K_TOL
-    if not umbra.any():
-        return umbra
-    near = cv2.dilate(umbra.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-    pen = near & (res <= 1.5 * tol) & (k > lo) & (k < 0.97)
-    return umbra | pen
+    out = umbra
+    if umbra.any():
+        near = cv2.dilate(umbra.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        pen = near & (res <= 1.5 * tol) & (k > lo) & (k < 0.97)
+        out = umbra | pen
+    if not broad:
+        return out
+    wide = flat & (k > 0.2) & (k < 0.95)
+    return out, out | wide
 
 
 def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None,
                      shadow_gain: float | None = None, ignore: np.ndarray | None = None
                      ) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray]:
     """Pixels that differ from the clean plate, cast shadows suppressed. Returns (mask, threshold ΔE,
-    fraction of changed pixels before cleaning, changed pixels, shadow pixels). `ignore`: pixels that
+    fraction of changed pixels before cleaning, changed pixels, shadow pixels, shadow-like pixels: any
+    uniform darkening of the plate, object-coloured or not). `ignore`: pixels that
     are unobservable (answer overlay) and never foreground."""
     lab, lab_p = to_lab(rgb), to_lab(plate)
     diff = lab - lab_p
@@ -295,15 +311,21 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     d = np.linalg.norm(diff, axis=2)
     thr = _robust_threshold(d, PLATE_FLOOR_DE)
     changed_px = d > thr
-    shadow = changed_px & shadow_mask(rgb, plate, shadow_gain)
-    if shadow_gain is None and object_models and shadow.any():
-        # no shadow seen in the reference: the generic darkening rule is loose, so colours typical
-        # of an object stay object
-        idx = bin_index(lab)[shadow]
-        best = np.max(np.stack([m.prob[idx] for m in object_models]), axis=0)
-        sh = np.zeros_like(shadow)
-        sh[shadow] = best <= 20.0 / N_BINS
-        shadow = sh
+    learned, wide = shadow_mask(rgb, plate, shadow_gain, broad=True)
+    shadow_like = changed_px & wide
+    # the learned attenuation is trusted; any other uniform darkening (no shadow in the reference,
+    # or a surface lit at another angle) is a shadow only where its colour is not typical of an object
+    shadow = changed_px & (learned if shadow_gain is not None else np.zeros_like(learned))
+    loose = shadow_like & ~shadow
+    if loose.any():
+        if object_models:
+            idx = bin_index(lab)[loose]
+            best = np.max(np.stack([m.prob[idx] for m in object_models]), axis=0)
+            sh = np.zeros_like(loose)
+            sh[loose] = best <= 20.0 / N_BINS
+            shadow = shadow | sh
+        elif shadow_gain is None:
+            shadow = shadow | (changed_px & learned)
     changed = float(changed_px.mean())
     fg = changed_px & ~shadow
     if ignore is not None:
@@ -319,7 +341,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     refined = alpha_refine(coarse, rgb, bg, chroma_weight=PLATE_CHROMA_WEIGHT)
     if ignore is not None:
         refined &= ~ignore
-    return clean_mask(refined), thr, changed, changed_px, shadow
+    return clean_mask(refined), thr, changed, changed_px, shadow, shadow_like
 
 
 def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20) -> np.ndarray:
@@ -498,7 +520,7 @@ class ClassicalSegmenter:
         else:
             if ctx.background.shape != image.shape:
                 raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
-            fg, thr, changed, changed_px, shadow = plate_foreground(
+            fg, thr, changed, changed_px, shadow, shadow_like = plate_foreground(
                 image, ctx.background, [m for m in models.values() if m is not None],
                 shadow_gain=self._shadow_gain(ctx), ignore=ignore)
             eligible = changed_px | shadow
@@ -526,6 +548,7 @@ class ClassicalSegmenter:
                 priors[i] = np.asarray(ctx.priors[i], float)
             elif ctx.reference_masks.get(i) is not None and ctx.reference_masks[i].any():
                 priors[i] = _centroid(ctx.reference_masks[i])
+        alike: list[list[str]] = []
         if len(ids) == 1:
             comps = _components(fg, min_area)
             if comps:
@@ -535,6 +558,7 @@ class ClassicalSegmenter:
                         masks[ids[0]] |= c
         elif ids:
             groups = _groups(ids, models)
+            alike = [g for g in groups if len(g) > 1]
             if len(groups) == 1:
                 masks.update(_assign_by_position(fg, ids, priors, min_area))
             else:
@@ -570,6 +594,22 @@ class ClassicalSegmenter:
                     el |= (models[i].prob[bins] >= GATE_DENSITY / N_BINS) & ~taken
                 masks[i] = convex_completion(masks[i], el)
                 taken |= masks[i]
+        centres: dict[str, tuple[float, float]] = {}
+        if ctx.bodies and ctx.camera is not None:
+            # rigid silhouettes decide the pixels colour leaves open (segment/shape_prior.py); on
+            # white nothing occludes an object, so its silhouette may claim any pixel (H.264 turns
+            # the lit face of an off-white body pure white), under a stricter fit
+            if eligible is not None:
+                masks, centres, prior_notes = apply_shape_prior(
+                    masks, ctx.bodies, ctx.camera, image, ctx.background, allowed=eligible,
+                    ambiguous=shadow_like, unobservable=ignore, time=ctx.time, alike=alike)
+            else:
+                everything = np.ones(image.shape[:2], bool)
+                masks, centres, prior_notes = apply_shape_prior(
+                    masks, ctx.bodies, ctx.camera, image, np.full_like(image, 255), allowed=everything,
+                    ambiguous=~everything, unobservable=None, time=ctx.time, alike=alike,
+                    min_iou=MIN_FIT_IOU_WHITE)
+            notes.extend(prior_notes)
         contrast = self._contrast(ctx, models)
         confidence = {i: float(min(1.0, contrast[i] / (2 * LOW_CONTRAST_DE))) if i in contrast else 0.5 for i in ids}
         low = any(contrast.get(i, LOW_CONTRAST_DE) < LOW_CONTRAST_DE for i in ids)
@@ -580,7 +620,8 @@ class ClassicalSegmenter:
             notes.append(f"{changed:.0%} of the frame changed: background or camera differs from the plate")
         if ids and all(not m.any() for m in masks.values()):
             notes.append("no object found")
-        return Segmentation(masks=masks, foreground=fg, low_confidence=low, confidence=confidence, notes=notes)
+        return Segmentation(masks=masks, foreground=fg, low_confidence=low, confidence=confidence, notes=notes,
+                            centres=centres, alike=alike)
 
 
 def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]] | None = None) -> SegmentContext:
@@ -594,7 +635,10 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
         masks = case.reference_object_masks("perception_graphic") if ref is not None else {}
         if ref is None or not any(m.any() for m in masks.values()):
             ref, masks = case.image("condition_frame"), case.reference_object_masks("condition_frame")
-        return SegmentContext(ids, ref, masks, background=None, priors=priors)
+        camera, bodies = rigid_models(case)
+        # the objects as they are in the condition frame (t = 0)
+        return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=bodies, camera=camera,
+                              time=0.0)
     ref = case.image("condition_frame")
     masks = case.reference_object_masks("condition_frame")
     plate = case.clean_plate()
@@ -606,4 +650,32 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
 
         plate = resize_rgb(plate, case.frame_size)
     exclude = ANSWER_ANNOTATION_RGB if subtrack == "formulation_graphic" else ()
-    return SegmentContext(ids, ref, masks, background=plate, priors=priors, exclude_rgb=exclude)
+    camera, bodies = rigid_models(case)
+    return SegmentContext(ids, ref, masks, background=plate, priors=priors, exclude_rgb=exclude,
+                          bodies=bodies, camera=camera,
+                          time=case.target_time if subtrack == "formulation_graphic" else None)
+
+
+def rigid_models(case) -> tuple[Camera | None, dict[str, BodyPrior]]:
+    """The case's camera and, per object whose primitive and size the case declares, its rigid model
+    (motion plane from the GT track, recorded attitudes). Empty where the layout does not say."""
+    from ..metrics import motion_plane
+
+    tracks = case.object_tracks()
+    if case.intrinsic is None or case.extrinsic is None or tracks is None:
+        return None, {}
+    bodies: dict[str, BodyPrior] = {}
+    for o in case.objects:
+        if not o.shape or not o.size or o.id not in tracks.positions:
+            continue
+        try:
+            point, normal = motion_plane(tracks.positions[o.id], case.extrinsic, tol=1e-4)
+            # the plane through the track, which holds the body centre at every time
+            seqs = [np.stack([quat_to_matrix(q) for q in seq]) for seq in tracks.attitudes.get(o.id, ())
+                    if len(seq) == len(tracks.times)]
+            bodies[o.id] = BodyPrior(o.id, o.shape, dict(o.size), point, normal,
+                                     attitude_times=np.asarray(tracks.times, float) if seqs else None,
+                                     attitudes=seqs)
+        except (ValueError, KeyError, np.linalg.LinAlgError):
+            continue
+    return (Camera(case.intrinsic, case.extrinsic) if bodies else None), bodies

@@ -1,0 +1,504 @@
+"""Rigid shape prior for in-scene masks: where a case declares each object's primitive (shape and
+size) and its camera, a segmented blob is explained by the object's own silhouette.
+
+Why: a pixel rule cannot tell an object's unlit side from its support in shadow when both have the
+same colour, and at 640×360 the rim pixels of a 30-px object (blended by anti-aliasing and H.264
+4:2:0 chroma) decide a few per cent of its IoU. The silhouette of a known convex solid seen by a
+known pinhole camera is exact, so once the object's position is *measured* on the frame the
+ambiguous pixels can be decided by geometry instead of by colour.
+
+What is measured and what is assumed:
+* the position is fitted to the frame: the body centre moves on the object's GT motion plane (the
+  depth a single view cannot give), and its two in-plane coordinates are found by least squares
+  between the silhouette's anti-aliased coverage and the pixel evidence (the colour segmentation),
+  with robust loss so that occluders and stray pixels do not drag it;
+* the attitude is chosen, not fitted: among the attitudes the case records for the object (at the
+  frame's time and at t = 0) the one whose silhouette fits best;
+* the prior only decides pixels the colour evidence leaves open: the template adds its pixels that
+  are changed from the plate or shadow-like (never a pixel that shows the clean plate — an occluding
+  support — or one claimed by a nearer object) and removes blob pixels in a 1-px ring just outside it
+  (the blended rim); pixels of the blob farther outside stay, so a deformed or enlarged object keeps
+  them. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+from scipy.optimize import minimize
+
+CIRCLE_POINTS = 64
+MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the prior is not applied
+MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette may claim every pixel
+MIN_BLOB_PX = 20
+ATTITUDE_DEDUP_DEG = 0.5
+FIT_CIRCLE_POINTS = 32  # points per circle while searching (a 0.5 % radius error, the same on every side)
+FIT_REFINED_STARTS = 2  # starting configurations refined by the simplex search
+LIMB_OFF_LINE = 0.35    # distance from the object–plate blend line (× contrast) beyond which a pixel is no blend
+LIMB_CHANGE = 0.35      # ... and its difference from the plate (× contrast) that makes it a limb
+NOISE_LEVEL = 3.0
+OFF_LINE_NOISE = 2.0    # off-line distance (× noise level) beyond which a pixel that is not a limb says nothing       # colour difference (luma levels) that video noise alone produces on the plate
+FIT_CHROMA_WEIGHT = 0.5 # chroma against luma in the fit's matting (4:2:0 video: chroma is half resolution)
+HUE_EVIDENCE = 0.06     # chromaticity difference from the plate that marks an object pixel where luma cannot
+ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel counts as an outlier
+
+
+def quat_to_matrix(q) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) → 3×3 rotation (body → world)."""
+    w, x, y, z = (float(v) for v in q)
+    n = math.sqrt(w * w + x * x + y * y + z * z) or 1.0
+    w, x, y, z = w / n, x / n, y / n, z / n
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+@dataclass
+class BodyPrior:
+    """One object's rigid model: primitive, size (metres), the plane its centre moves in, and the
+    attitudes (body → world rotations) recorded for it as a function of time."""
+    id: str
+    shape: str
+    size: dict[str, float]
+    plane_point: np.ndarray
+    plane_normal: np.ndarray
+    attitude_times: np.ndarray | None = None       # (N,)
+    attitudes: list[np.ndarray] = field(default_factory=list)   # each (N, 3, 3), one per recorded source
+
+    def __post_init__(self):
+        n = np.asarray(self.plane_normal, float)
+        self.plane_normal = n / np.linalg.norm(n)
+        a = np.array([1.0, 0.0, 0.0]) if abs(n[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+        e1 = np.cross(self.plane_normal, a)
+        self.e1 = e1 / np.linalg.norm(e1)
+        self.e2 = np.cross(self.plane_normal, self.e1)
+        self._local = body_points(self.shape, self.size)
+        self._coarse = body_points(self.shape, self.size, FIT_CIRCLE_POINTS)
+
+    def candidate_attitudes(self, time: float | None) -> list[np.ndarray]:
+        if self.shape == "sphere" or self.attitude_times is None or not self.attitudes:
+            return [np.eye(3)]
+        out: list[np.ndarray] = []
+        idx = [0]
+        if time is not None:
+            idx.append(int(np.argmin(np.abs(self.attitude_times - time))))
+        for seq in self.attitudes:
+            for i in idx:
+                R = seq[min(i, len(seq) - 1)]
+                if all(_angle_deg(R, S) > ATTITUDE_DEDUP_DEG for S in out):
+                    out.append(R)
+        return out or [np.eye(3)]
+
+
+def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
+    c = (np.trace(a.T @ b) - 1.0) / 2.0
+    return math.degrees(math.acos(max(-1.0, min(1.0, c))))
+
+
+def body_points(shape: str, size: dict[str, float], circle_points: int = CIRCLE_POINTS) -> np.ndarray:
+    """Points in the body frame whose convex hull has the solid's silhouette (spheres are handled
+    exactly in `Camera.silhouette`). Conventions of `orchard_build.primitives`: symmetry axis +z,
+    a cone's base at z = −h/4 and apex at +3h/4, a cube centred with edge `edge`."""
+    if shape == "sphere":
+        return np.zeros((1, 3))
+    if shape == "cube":
+        e = float(size["edge"]) / 2.0
+        return np.array([[x, y, z] for x in (-e, e) for y in (-e, e) for z in (-e, e)])
+    t = np.linspace(0.0, 2.0 * np.pi, circle_points, endpoint=False)
+    r, h = float(size["radius"]), float(size["height"])
+    ring = np.stack([r * np.cos(t), r * np.sin(t)], axis=1)
+    if shape == "cylinder":
+        return np.concatenate([np.c_[ring, np.full(t.size, -h / 2)], np.c_[ring, np.full(t.size, h / 2)]])
+    if shape == "cone":
+        return np.concatenate([np.c_[ring, np.full(t.size, -h / 4)], [[0.0, 0.0, 0.75 * h]]])
+    raise ValueError(f"no silhouette model for shape {shape!r}")
+
+
+class Camera:
+    """Pinhole camera in the OpenCV convention (pixel (0, 0) is the top-left corner; the centre of
+    pixel (i, j) is (i + ½, j + ½))."""
+
+    def __init__(self, intrinsic: np.ndarray, extrinsic: np.ndarray):
+        self.K = np.asarray(intrinsic, float)
+        self.E = np.asarray(extrinsic, float)
+        self.R, self.t = self.E[:, :3], self.E[:, 3]
+        self.centre = -self.R.T @ self.t
+
+    def project(self, X: np.ndarray) -> np.ndarray:
+        pc = X @ self.R.T + self.t
+        z = np.maximum(pc[:, 2:3], 1e-9)
+        return (pc[:, :2] / z) @ self.K[:2, :2].T + self.K[:2, 2]
+
+    def depth(self, X: np.ndarray) -> float:
+        return float((self.R @ X + self.t)[2])
+
+    def ray_plane(self, uv, point, normal) -> np.ndarray | None:
+        d_cam = np.linalg.solve(self.K, np.array([uv[0], uv[1], 1.0]))
+        d = self.R.T @ d_cam
+        den = float(np.dot(d, normal))
+        if abs(den) < 1e-12:
+            return None
+        s = float(np.dot(np.asarray(point) - self.centre, normal)) / den
+        return None if s <= 0 else self.centre + s * d
+
+    def silhouette(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, coarse: bool = False
+                   ) -> np.ndarray | None:
+        """Convex polygon (counter-clockwise in image coordinates, (M, 2)) of the body's outline."""
+        if body.shape == "sphere":
+            r = float(body.size["radius"])
+            v = self.centre - centre
+            d = float(np.linalg.norm(v))
+            if d <= r * 1.0001:
+                return None
+            u = v / d
+            q = centre + (r * r / d) * u
+            rho = r * math.sqrt(1.0 - (r / d) ** 2)
+            a = np.cross(u, [1.0, 0.0, 0.0] if abs(u[0]) < 0.9 else [0.0, 1.0, 0.0])
+            a /= np.linalg.norm(a)
+            b = np.cross(u, a)
+            t = np.linspace(0.0, 2.0 * np.pi, FIT_CIRCLE_POINTS if coarse else CIRCLE_POINTS, endpoint=False)
+            pts = q + rho * (np.cos(t)[:, None] * a + np.sin(t)[:, None] * b)
+        else:
+            pts = (body._coarse if coarse else body._local) @ R.T + centre
+        if np.any((pts @ self.R.T + self.t)[:, 2] <= 1e-6):
+            return None
+        uv = self.project(pts).astype(np.float32)
+        hull = cv2.convexHull(uv, clockwise=False).reshape(-1, 2).astype(np.float64)
+        if hull.shape[0] < 3:
+            return None
+        # orient so that the interior lies to the left of each edge in (x right, y down) coordinates
+        area = np.sum(hull[:, 0] * np.roll(hull[:, 1], -1) - np.roll(hull[:, 0], -1) * hull[:, 1])
+        return hull if area > 0 else hull[::-1]
+
+
+def signed_distance(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Signed distance (pixels, positive inside) of the points (xs, ys) to a convex polygon: the
+    minimum over its edges of the distance to the edge's line (exact inside and near edges)."""
+    a = poly
+    b = np.roll(poly, -1, axis=0)
+    ex, ey = b[:, 0] - a[:, 0], b[:, 1] - a[:, 1]
+    ln = np.hypot(ex, ey)
+    keep = ln > 1e-9
+    a, ex, ey, ln = a[keep], ex[keep], ey[keep], ln[keep]
+    # positive on the left of a→b with y pointing down means the interior for our orientation
+    d = (ex[None, :] * (ys[:, None] - a[None, :, 1]) - ey[None, :] * (xs[:, None] - a[None, :, 0])) / ln[None, :]
+    return d.min(axis=1)
+
+
+def rasterise(poly: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Pixels whose centre lies inside the polygon (what a renderer's instance mask holds)."""
+    h, w = shape
+    out = np.zeros(shape, bool)
+    x0, y0 = np.floor(poly.min(axis=0)).astype(int) - 1
+    x1, y1 = np.ceil(poly.max(axis=0)).astype(int) + 2
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
+    if x1 <= x0 or y1 <= y0:
+        return out
+    ys, xs = np.mgrid[y0:y1, x0:x1]
+    sd = signed_distance(poly, xs.ravel() + 0.5, ys.ravel() + 0.5)
+    out[y0:y1, x0:x1] = (sd >= 0).reshape(ys.shape)
+    return out
+
+
+@dataclass
+class Fit:
+    centre: np.ndarray          # world position of the body centre
+    attitude: np.ndarray
+    polygon: np.ndarray
+    iou: float                  # agreement of the silhouette with the blob on the weighted pixels
+    image_centre: tuple[float, float]
+
+
+def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.ndarray, weight: np.ndarray,
+             time: float | None) -> Fit | None:
+    """Fit the body's in-plane position: the silhouette's coverage against `evidence` (per-pixel
+    object fraction in [0, 1], `luma_alpha`), pixels weighted by `weight` (0 = no evidence:
+    unobservable, ambiguous, another object's, too little contrast). `blob` (bool) is the colour
+    segmentation, which starts the fit."""
+    if int(blob.sum()) < MIN_BLOB_PX:
+        return None
+    ys, xs = np.nonzero(blob)
+    fits = fit_bodies(camera, [body], [[(float(xs.mean()) + 0.5, float(ys.mean()) + 0.5)]], blob, evidence,
+                      weight, time)
+    return None if fits is None else fits[0]
+
+
+def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[float, float]]], blob: np.ndarray,
+               evidence: np.ndarray, weight: np.ndarray, time: float | None) -> list[Fit] | None:
+    """Jointly fit several bodies that together make up `blob` (look-alike objects that touch or
+    overlap in the image): the modelled coverage is the union of their silhouettes. `starts`: the
+    image positions to start from, one list (a position per body) per start; the start and the
+    attitude combination with the lowest robust cost win. `Fit.iou` is the agreement of the union."""
+    if int(blob.sum()) < MIN_BLOB_PX:
+        return None
+    h, w = blob.shape
+    ys, xs = np.nonzero(blob)
+    pad = 4
+    x0, y0 = max(int(xs.min()) - pad, 0), max(int(ys.min()) - pad, 0)
+    x1, y1 = min(int(xs.max()) + pad + 1, w), min(int(ys.max()) + pad + 1, h)
+    if x1 - x0 < 3 or y1 - y0 < 3:
+        return None
+    gy, gx = np.mgrid[y0:y1, x0:x1]
+    cx, cy = gx.ravel() + 0.5, gy.ravel() + 0.5
+    target = evidence[y0:y1, x0:x1].ravel().astype(np.float64)
+    wt = weight[y0:y1, x0:x1].ravel().astype(np.float64)
+    sel = wt > 0
+    if sel.sum() < MIN_BLOB_PX:
+        return None
+    # the search reads only the pixels with evidence
+    fx, fy = cx[sel], cy[sel]
+    target_s, wt_s = target[sel], wt[sel]
+    trust = wt >= 0.5
+    t_in = target >= 0.5
+    combos = [[]]
+    for b in bodies:
+        combos = [c + [R] for c in combos for R in b.candidate_attitudes(time)][:4]
+
+    def robust(c):
+        # Geman–McClure (bounded): a band of shadow or an occluder along one side of the outline
+        # costs a constant, it does not drag the silhouette
+        r2 = (wt_s * (c - target_s) / ROBUST_SCALE) ** 2
+        return float(np.sum(r2 / (1.0 + r2)))
+
+    # every (start, attitudes) pair is scored as it stands; the simplex search refines the best few
+    trials = []
+    for start in starts:
+        X0s = [camera.ray_plane(uv, b.plane_point, b.plane_normal) for uv, b in zip(start, bodies)]
+        if any(X is None for X in X0s):
+            continue
+        # parameters in pixels (metres per pixel at each body's depth): simplex steps and
+        # tolerances are on the image scale
+        scales = [max(float(np.linalg.norm(X - camera.centre)) / camera.K[0, 0], 1e-9) for X in X0s]
+        for Rs in combos:
+            c0 = _union_coverage(camera, bodies, X0s, Rs, fx, fy)
+            if c0 is not None:
+                trials.append((robust(c0), X0s, scales, Rs))
+    trials.sort(key=lambda t: t[0])
+    best: tuple[float, list[Fit]] | None = None
+    for _, X0s, scales, Rs in trials[:FIT_REFINED_STARTS if len(bodies) == 1 else 1]:
+        def place(p, X0s=X0s, scales=scales):
+            return [X + s * (p[2 * i] * b.e1 + p[2 * i + 1] * b.e2)
+                    for i, (X, s, b) in enumerate(zip(X0s, scales, bodies))]
+
+        def cost(p, Rs=Rs):
+            c = _union_coverage(camera, bodies, place(p), Rs, fx, fy)
+            return float(target.size) if c is None else robust(c)
+
+        n = 2 * len(bodies)
+        simplex = np.vstack([np.zeros(n), np.eye(n)])
+        sol = minimize(cost, np.zeros(n), method="Nelder-Mead",
+                       options={"xatol": 0.01, "fatol": 1e-4, "maxfev": 80 * n, "initial_simplex": simplex})
+        Xs = place(sol.x)
+        polys = [camera.silhouette(b, X, R) for b, X, R in zip(bodies, Xs, Rs)]
+        if any(pg is None for pg in polys):
+            continue
+        inside = np.zeros(target.size, bool)
+        for pg in polys:
+            inside |= signed_distance(pg, cx, cy) >= 0
+        ok = sel & trust
+        iou = float((inside & t_in & ok).sum()) / max(float(((inside | t_in) & ok).sum()), 1.0)
+        if best is None or sol.fun < best[0]:
+            fits = []
+            for X, R, pg in zip(Xs, Rs, polys):
+                uc = camera.project(X[None])[0]
+                fits.append(Fit(X, R, pg, iou, (float(uc[0]), float(uc[1]))))
+            best = (float(sol.fun), fits)
+    return None if best is None else best[1]
+
+
+def ycc(rgb: np.ndarray) -> np.ndarray:
+    """RGB → (Y, w·Cb, w·Cr) with w = `FIT_CHROMA_WEIGHT` (BT.601 luma and colour differences)."""
+    f = rgb.astype(np.float32)
+    y = f @ np.array([0.299, 0.587, 0.114], np.float32)
+    cb = (f[..., 2] - y) * (0.564 * FIT_CHROMA_WEIGHT)
+    cr = (f[..., 0] - y) * (0.713 * FIT_CHROMA_WEIGHT)
+    return np.stack([y, cb, cr], axis=-1)
+
+
+def _union_coverage(camera: Camera, bodies: list[BodyPrior], Xs, Rs, cx: np.ndarray, cy: np.ndarray
+                    ) -> np.ndarray | None:
+    """Coverage of the pixels centred at (cx, cy) by the union of the bodies' silhouettes: a linear
+    ramp of one pixel across each outline (outlines drawn with `FIT_CIRCLE_POINTS` per circle)."""
+    out = np.zeros(cx.size)
+    for b, X, R in zip(bodies, Xs, Rs):
+        poly = camera.silhouette(b, X, R, coarse=True)
+        if poly is None:
+            return None
+        out = np.maximum(out, np.clip(0.5 + signed_distance(poly, cx, cy), 0.0, 1.0))
+    return out
+
+
+def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contrast: float = 6.0
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-pixel object fraction α: the pixel as a blend α·o + (1 − α)·b of the plate b and the
+    object colour o of the nearest pixel well inside `blob` (a pixel that is no such blend but far
+    from the plate is a shaded limb: α = 1); colours in luma and chroma with chroma at `FIT_CHROMA_WEIGHT` (H.264 4:2:0 keeps luma at full resolution, its
+    chroma bleeds a pixel or two past an edge, but a lit rim can differ from the background in hue
+    alone). Returns (α clipped to [0, 1], weight in [0, 1] growing with the contrast |o − b|)."""
+    c, b = ycc(image), ycc(plate)
+    # the object colour is read two pixels inside the blob: a blob one or two pixels too large
+    # (H.264 ringing, a penumbra) must not lend its rim colour to the object
+    inner = blob.astype(np.uint8)
+    for _ in range(2):
+        thinner = cv2.erode(inner, np.ones((3, 3), np.uint8))
+        if not thinner.any():
+            break
+        inner = thinner
+    _, lab = cv2.distanceTransformWithLabels((inner == 0).astype(np.uint8), cv2.DIST_L2, 5,
+                                             labelType=cv2.DIST_LABEL_PIXEL)
+    iy, ix = np.nonzero(inner)
+    order = np.zeros(lab.max() + 1, np.int64)
+    order[lab[iy, ix]] = np.arange(iy.size)
+    near = order[lab]
+    o = c[iy[near], ix[near]]
+    ob = o - b
+    den = np.sum(ob * ob, axis=2)
+    contrast = np.sqrt(den)
+    # a rim pixel is a blend α·o + (1 − α)·b: α by projection onto o − b
+    dc = c - b
+    alpha = np.sum(dc * ob, axis=2) / np.maximum(den, 1e-6)
+    # a pixel far off that blend line and well away from the plate is no blend of the two: a limb
+    # that shading makes darker than the interior (spheres, glass) — wholly the object
+    off = np.sqrt(np.maximum(np.sum(dc * dc, axis=2) - alpha ** 2 * den, 0.0))
+    change = np.sqrt(np.sum(dc * dc, axis=2))
+    limb = (off > LIMB_OFF_LINE * contrast) & (change > LIMB_CHANGE * contrast) & (change > 4.0 * NOISE_LEVEL)
+    alpha = np.where(limb, 1.0, alpha)
+    weight = np.clip((contrast - min_contrast) / (3.0 * min_contrast), 0.0, 1.0)
+    # off the line, not far enough to be sure: neither a blend nor the plate — no evidence
+    weight[~limb & (alpha < 0.5) & (off > OFF_LINE_NOISE * NOISE_LEVEL)] = 0.0
+    alpha = np.clip(alpha, 0.0, 1.0)
+    alpha[inner > 0] = 1.0
+    weight[inner > 0] = 1.0
+    return alpha.astype(np.float32), weight.astype(np.float32)
+
+
+def chroma_distance(image: np.ndarray, plate: np.ndarray) -> np.ndarray:
+    """Largest difference of chromaticity (r, g, b)/(r + g + b) between frame and plate."""
+    f, p = image.astype(np.float32) + 4.0, plate.astype(np.float32) + 4.0
+    return np.abs(f / f.sum(axis=2, keepdims=True) - p / p.sum(axis=2, keepdims=True)).max(axis=2)
+
+
+def darkened_plate(image: np.ndarray, plate: np.ndarray, tol: float = 0.035, deep_tol: float = 0.12) -> np.ndarray:
+    """Pixels that are the plate made darker with its hue kept (chromaticity within `tol`, growing to
+    `deep_tol` for a deep shadow: a saturated plate channel clipped at 255 and H.264 chroma noise on
+    dark pixels both shift the hue): cast shadows on any surface, whatever their attenuation — and an
+    object's unlit side where it has the plate's colour. The fit does not trust them either way."""
+    chroma = chroma_distance(image, plate)
+    ratio = (image.astype(np.float32).sum(axis=2) + 12.0) / (plate.astype(np.float32).sum(axis=2) + 12.0)
+    return (ratio > 0.1) & (ratio < 0.95) & (chroma < tol + (deep_tol - tol) * np.clip(1.0 - ratio, 0.0, 1.0))
+
+
+def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray) -> list[list[tuple[float, float]]]:
+    """Starting image positions for two bodies in one blob: their own blobs' centroids, and the
+    centroids of the union's halves across each of its principal axes."""
+    def cen(m):
+        ys, xs = np.nonzero(m)
+        return (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5)
+
+    starts = [[cen(a), cen(b)]]
+    ys, xs = np.nonzero(union)
+    pts = np.stack([xs, ys], axis=1).astype(np.float64) + 0.5
+    c = pts.mean(axis=0)
+    _, _, vt = np.linalg.svd(pts - c, full_matrices=False)
+    for axis in vt:
+        proj = (pts - c) @ axis
+        lo, hi = pts[proj < 0], pts[proj >= 0]
+        if len(lo) and len(hi):
+            p, q = tuple(lo.mean(axis=0)), tuple(hi.mean(axis=0))
+            starts += [[p, q], [q, p]]
+    return starts
+
+
+def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior], camera: Camera,
+                      image: np.ndarray, plate: np.ndarray,
+                      allowed: np.ndarray, ambiguous: np.ndarray, unobservable: np.ndarray | None,
+                      time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU
+                      ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
+    """Refine per-object masks with their rigid silhouettes (see the module docstring).
+
+    `alike`: groups of objects that look the same; two of them whose blobs touch are fitted jointly
+    to their union (a colour rule cannot say where one ends), from several starting splits.
+
+    `allowed`: pixels the silhouette may claim (changed from the plate, or shadow-like; everything on
+    a white background). `ambiguous`: pixels whose colour evidence is not trusted in the fit (shadow-
+    like pixels outside the blobs). Returns (masks, image centres of the fitted bodies, notes)."""
+    shape = next(iter(masks.values())).shape if masks else None
+    if shape is None:
+        return masks, {}, []
+    notes: list[str] = []
+    taken_all = np.zeros(shape, bool)
+    for m in masks.values():
+        taken_all |= m
+    fits: dict[str, Fit] = {}
+    strong: dict[str, np.ndarray] = {}
+    dark = darkened_plate(image, plate)
+    hue = chroma_distance(image, plate)
+    unsure = ambiguous | dark                  # shadow-like: the object's dark side or a cast shadow
+
+    def evidence(blob: np.ndarray, own: np.ndarray):
+        alpha, weight = luma_alpha(image, plate, blob)
+        # blob pixels outside the silhouette stay only on luma evidence (or, where luma cannot
+        # tell, on hue), never when they look like the plate in shadow
+        keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (hue >= HUE_EVIDENCE))) & ~unsure
+        weight[unsure] = 0.0
+        weight[taken_all & ~own] = 0.0        # another object's pixels say nothing about this one
+        if unobservable is not None:
+            weight[unobservable] = 0.0
+        return alpha, weight, keep
+
+    joint: set[str] = set()
+    for group in alike or ():
+        ids = [i for i in group if i in bodies and masks.get(i) is not None and masks[i].any()]
+        if len(ids) != 2:
+            continue
+        a, b = ids
+        union = masks[a] | masks[b]
+        touching = (cv2.dilate(masks[a].astype(np.uint8), np.ones((3, 3), np.uint8)) > 0) & masks[b]
+        if not touching.any():
+            continue
+        alpha, weight, keep = evidence(union, union)
+        fs = fit_bodies(camera, [bodies[a], bodies[b]], _split_starts(masks[a], masks[b], union), union, alpha,
+                        weight, time)
+        if fs is None or fs[0].iou < min_iou:
+            notes.append(f"{a}, {b}: rigid silhouettes disagree with their joint blob; shape prior not applied")
+            continue
+        for oid, f in zip((a, b), fs):
+            fits[oid], strong[oid] = f, keep
+            joint.add(oid)
+    for oid, m in masks.items():
+        body = bodies.get(oid)
+        if body is None or not m.any() or oid in joint:
+            continue
+        alpha, weight, strong[oid] = evidence(m, m)
+        f = fit_body(camera, body, m, alpha, weight, time)
+        if f is None:
+            continue
+        if f.iou < min_iou:
+            notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
+                         "shape prior not applied")
+            continue
+        fits[oid] = f
+    if not fits:
+        return masks, {}, notes
+    out = dict(masks)
+    templates = {oid: rasterise(f.polygon, shape) for oid, f in fits.items()}
+    ring_k = np.ones((3, 3), np.uint8)
+    near = {oid: cv2.dilate(t.astype(np.uint8), ring_k) > 0 for oid, t in templates.items()}
+    for oid, f in fits.items():
+        others = np.zeros(shape, bool)
+        for k, n in near.items():
+            if k != oid:
+                others |= n
+        out[oid] = (templates[oid] & allowed) | (masks[oid] & ~near[oid] & ~others & strong[oid])
+    # where silhouettes overlap, the body nearer to the camera is the one seen
+    order = sorted(fits, key=lambda oid: camera.depth(fits[oid].centre))
+    claimed = np.zeros(shape, bool)
+    for oid in order:
+        out[oid] = out[oid] & ~claimed
+        claimed |= templates[oid] & out[oid]
+    for oid in out:
+        if oid not in fits:
+            out[oid] = out[oid] & ~claimed
+    return out, {oid: f.image_centre for oid, f in fits.items()}, notes

@@ -2,11 +2,11 @@
 session with `orchard-build generate` + `orchard-build --config`: the oracle (the case's own reference
 artifacts and GT video) through `orchard-eval run --judge none`, and the static / blank baselines.
 
-The target is oracle ≥ 0.98 on every objective metric of every case. The weight-free segmenter does
-not reach it on every in-scene mask metric yet (see docs/evaluation.md, "Calibration"): where an
-object's unlit side has the colour of its support in shadow (a rubber ball on a rubber ramp, an oak
-ball on an oak track) no pixel rule can tell the two apart. That target is kept as an expected
-failure; the floors asserted here guard what is reached.
+The target is oracle ≥ 0.98 on every objective metric of every case. With the rigid shape prior
+(segment/shape_prior.py) the weight-free segmenter reaches it on most cases (316 of the 400 shipped
+ones) but not on all: shaded limbs (glass, spheres) and cast shadows still bias the silhouette fit by
+a few tenths of a pixel on some objects (see docs/evaluation.md, "Calibration"). That target is kept
+as an expected failure; the floors asserted here guard what is reached.
 """
 import json
 import os
@@ -25,11 +25,12 @@ REPO = Path(__file__).resolve().parents[1]
 TASKS = ("free_fall", "uniform_linear_motion", "perfectly_elastic_collision", "projectile_motion")
 COUNT, SEED = 2, 3
 IOUS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
-# floors reached by the oracle on these cases (the 0.98 target is the xfail below)
-FLOORS = {"perception_graphic": {"mask_iou": 0.95},
-          "formulation_graphic": {"mask_iou": 0.90},
-          "deduction": {"psnr": 0.98, "masked_psnr": 0.98, "spatial_iou": 0.90, "spatiotemporal_iou": 0.90,
-                        "weighted_spatial_iou": 0.90, "velocity": 0.88}}
+# floors a little under what the oracle reaches on these cases (measured: P-G ≥ 0.994, F-G ≥ 0.969,
+# Deduction IoUs ≥ 0.976, velocity ≥ 0.975); the 0.98 target is the xfail below
+FLOORS = {"perception_graphic": {"mask_iou": 0.98},
+          "formulation_graphic": {"mask_iou": 0.95},
+          "deduction": {"psnr": 0.98, "masked_psnr": 0.98, "spatial_iou": 0.96, "spatiotemporal_iou": 0.96,
+                        "weighted_spatial_iou": 0.96, "velocity": 0.95}}
 
 
 def _cli(module: str) -> list[str]:
@@ -86,8 +87,8 @@ def test_oracle_floors(generated):
     print("\noracle per case:", json.dumps(table, indent=1))
 
 
-@pytest.mark.xfail(reason="in-scene masks: an object's unlit side with the colour of its shadowed support, "
-                          "rim pixels of small objects; see docs/evaluation.md", strict=False)
+@pytest.mark.xfail(reason="in-scene masks: shaded limbs and cast shadows bias the silhouette fit by a few "
+                          "tenths of a pixel on some objects; see docs/evaluation.md", strict=False)
 def test_oracle_reaches_098_on_every_objective_metric(generated):
     _, res = generated
     low = []

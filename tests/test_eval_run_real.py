@@ -1,12 +1,10 @@
 """Calibration on REAL rendered cases (built once per module with `orchard-build`): the oracle, static
 and blank baselines through `orchard-eval run`, and the paper's column order in the tables.
 
-Oracle expectations: pixel metrics and Perception-Graphic mask IoU reach ≥ 0.98 / ≥ 0.95 on every
-case. The in-scene mask metrics (F-G mask IoU, the three Deduction IoUs) do not reach 0.98 with the
-weight-free segmenter on these renders; `test_oracle_reaches_098_everywhere` records that gap as an
-expected failure (reasons in docs/evaluation.md: objects of 120–320 px where one rim pixel is 15–25 %
-of the area, and an object's unlit side taking the colour of its shadowed support; the F-G answer arrows
-are detected and left out of the IoU)."""
+Oracle expectations: pixel metrics and Perception-Graphic mask IoU reach ≥ 0.98 on every case; the
+in-scene mask metrics (F-G mask IoU, the three Deduction IoUs), with the rigid shape prior, reach
+0.95–1.0 on these renders but not 0.98 everywhere; `test_oracle_reaches_098_everywhere` records that
+gap as an expected failure (reasons in docs/evaluation.md, "Calibration")."""
 import json
 import os
 import shutil
@@ -71,17 +69,21 @@ def _at_rest(ds: Path, cid: str) -> bool:
 def test_oracle_calibration(results):
     ded = _metrics(results["oracle"], "deduction")
     pg = _metrics(results["oracle"], "perception_graphic")
-    print("\noracle per case:", json.dumps({c: {**pg[c], **ded[c]} for c in ded}, indent=1))
+    fg = _metrics(results["oracle"], "formulation_graphic")
+    print("\noracle per case:", json.dumps({c: {**pg[c], **fg[c], **ded[c]} for c in ded}, indent=1))
     assert ded
+    # floors a little under what the oracle reaches on these fixtures with the rigid shape prior
+    # (measured: Deduction IoUs ≥ 0.95, velocity ≥ 0.99, P-G ≥ 0.989, F-G ≥ 0.967)
     for cid, m in ded.items():
         assert m["psnr"] >= 0.98 and m["masked_psnr"] >= 0.98, cid
-        assert min(m[k] for k in IOUS) >= 0.7, (cid, m)
-        assert m["velocity"] is None or m["velocity"] >= 0.9, (cid, m)
-        assert pg[cid]["mask_iou"] >= 0.95, (cid, pg[cid])
+        assert min(m[k] for k in IOUS) >= 0.93, (cid, m)
+        assert m["velocity"] is None or m["velocity"] >= 0.95, (cid, m)
+        assert pg[cid]["mask_iou"] >= 0.98, (cid, pg[cid])
+        assert fg[cid]["mask_iou"] >= 0.95, (cid, fg[cid])
 
 
-@pytest.mark.xfail(reason="in-scene masks: an object's unlit side with the colour of its shadowed support, rim "
-                          "pixels of small objects; see docs/evaluation.md", strict=False)
+@pytest.mark.xfail(reason="in-scene masks: shaded limbs and cast shadows bias the silhouette fit by a few tenths "
+                          "of a pixel on some objects; see docs/evaluation.md", strict=False)
 def test_oracle_reaches_098_everywhere(results):
     for st in ("perception_graphic", "formulation_graphic", "deduction"):
         for cid, m in _metrics(results["oracle"], st).items():

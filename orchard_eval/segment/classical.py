@@ -597,8 +597,10 @@ class ClassicalSegmenter:
         centres: dict[str, tuple[float, float]] = {}
         if ctx.bodies and ctx.camera is not None:
             # rigid silhouettes decide the pixels colour leaves open (segment/shape_prior.py); on
-            # white nothing occludes an object, so its silhouette may claim any pixel (H.264 turns
-            # the lit face of an off-white body pure white), under a stricter fit
+            # white nothing occludes, so the silhouette (under a stricter fit) claims all its pixels
+            # (H.264 turns the lit face of an off-white body pure white), the colour blob keeps its
+            # pixels within one pixel of the outline (a limb shaded unlike the interior biases the
+            # fit there) and loses those farther out (ringing around a dark body)
             if eligible is not None:
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, ctx.background, allowed=eligible,
@@ -608,7 +610,7 @@ class ClassicalSegmenter:
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, np.full_like(image, 255), allowed=everything,
                     ambiguous=~everything, unobservable=None, time=ctx.time, alike=alike,
-                    min_iou=MIN_FIT_IOU_WHITE)
+                    min_iou=MIN_FIT_IOU_WHITE, keep_rims=True)
             notes.extend(prior_notes)
         contrast = self._contrast(ctx, models)
         confidence = {i: float(min(1.0, contrast[i] / (2 * LOW_CONTRAST_DE))) if i in contrast else 0.5 for i in ids}

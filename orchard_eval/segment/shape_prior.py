@@ -9,9 +9,13 @@ ambiguous pixels can be decided by geometry instead of by colour.
 
 What is measured and what is assumed:
 * the position is fitted to the frame: the body centre moves on the object's GT motion plane (the
-  depth a single view cannot give), and its two in-plane coordinates are found by least squares
-  between the silhouette's anti-aliased coverage and the pixel evidence (the colour segmentation),
-  with robust loss so that occluders and stray pixels do not drag it;
+  depth a single view cannot give), and its two in-plane coordinates minimise a bounded robust cost
+  (Geman–McClure) between the silhouette's coverage (a one-pixel ramp across the outline) and a
+  per-pixel matting estimate against the clean plate (`luma_alpha`), by a simplex search from the
+  blob's centroid; shadow-like pixels, answer-overlay pixels and other objects' pixels carry no
+  weight, so occluders and cast shadows do not drag it;
+* two look-alike objects whose blobs touch are fitted jointly to their union (coverage of the two
+  silhouettes together) from several starting splits: colour cannot say where one ends;
 * the attitude is chosen, not fitted: among the attitudes the case records for the object (at the
   frame's time and at t = 0) the one whose silhouette fits best;
 * the prior only decides pixels the colour evidence leaves open: the template adds its pixels that
@@ -34,12 +38,15 @@ MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the 
 MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette may claim every pixel
 MIN_BLOB_PX = 20
 ATTITUDE_DEDUP_DEG = 0.5
+ROI_MIN_PAD = 12        # pixels around the blobs that the prior works on, at least
+SEARCH_BAND_PX = 6      # pixels deeper than this inside the blob are left out of the search
+GOOD_FIT_IOU = 0.98     # a refined start this good ends the search
 FIT_CIRCLE_POINTS = 32  # points per circle while searching (a 0.5 % radius error, the same on every side)
-FIT_REFINED_STARTS = 2  # starting configurations refined by the simplex search
+FIT_REFINED_STARTS = 2  # starting configurations refined by the simplex search, per body
 LIMB_OFF_LINE = 0.35    # distance from the object–plate blend line (× contrast) beyond which a pixel is no blend
 LIMB_CHANGE = 0.35      # ... and its difference from the plate (× contrast) that makes it a limb
-NOISE_LEVEL = 3.0
-OFF_LINE_NOISE = 2.0    # off-line distance (× noise level) beyond which a pixel that is not a limb says nothing       # colour difference (luma levels) that video noise alone produces on the plate
+NOISE_LEVEL = 3.0       # colour difference (luma levels) that video noise alone produces on the plate
+OFF_LINE_NOISE = 2.0    # off-line distance (× noise level) beyond which a pixel that is not a limb says nothing
 FIT_CHROMA_WEIGHT = 0.5 # chroma against luma in the fit's matting (4:2:0 video: chroma is half resolution)
 HUE_EVIDENCE = 0.06     # chromaticity difference from the plate that marks an object pixel where luma cannot
 ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel counts as an outlier
@@ -247,9 +254,14 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
     sel = wt > 0
     if sel.sum() < MIN_BLOB_PX:
         return None
-    # the search reads only the pixels with evidence
-    fx, fy = cx[sel], cy[sel]
-    target_s, wt_s = target[sel], wt[sel]
+    # the search reads only the pixels with evidence, and not the blob's deep interior: any
+    # silhouette the search can reach covers it, so it adds the same cost everywhere
+    depth = cv2.distanceTransform(blob[y0:y1, x0:x1].astype(np.uint8), cv2.DIST_L2, 3).ravel()
+    search = sel & (depth < SEARCH_BAND_PX)
+    if search.sum() < MIN_BLOB_PX:
+        search = sel
+    fx, fy = cx[search], cy[search]
+    target_s, wt_s = target[search], wt[search]
     trust = wt >= 0.5
     t_in = target >= 0.5
     combos = [[]]
@@ -277,7 +289,7 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
                 trials.append((robust(c0), X0s, scales, Rs))
     trials.sort(key=lambda t: t[0])
     best: tuple[float, list[Fit]] | None = None
-    for _, X0s, scales, Rs in trials[:FIT_REFINED_STARTS if len(bodies) == 1 else 1]:
+    for _, X0s, scales, Rs in trials[:FIT_REFINED_STARTS * len(bodies)]:
         def place(p, X0s=X0s, scales=scales):
             return [X + s * (p[2 * i] * b.e1 + p[2 * i + 1] * b.e2)
                     for i, (X, s, b) in enumerate(zip(X0s, scales, bodies))]
@@ -289,7 +301,7 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
         n = 2 * len(bodies)
         simplex = np.vstack([np.zeros(n), np.eye(n)])
         sol = minimize(cost, np.zeros(n), method="Nelder-Mead",
-                       options={"xatol": 0.01, "fatol": 1e-4, "maxfev": 80 * n, "initial_simplex": simplex})
+                       options={"xatol": 0.01, "fatol": 1e-4, "maxfev": 100 * n, "initial_simplex": simplex})
         Xs = place(sol.x)
         polys = [camera.silhouette(b, X, R) for b, X, R in zip(bodies, Xs, Rs)]
         if any(pg is None for pg in polys):
@@ -301,10 +313,13 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
         iou = float((inside & t_in & ok).sum()) / max(float(((inside | t_in) & ok).sum()), 1.0)
         if best is None or sol.fun < best[0]:
             fits = []
+            good = iou >= GOOD_FIT_IOU
             for X, R, pg in zip(Xs, Rs, polys):
                 uc = camera.project(X[None])[0]
                 fits.append(Fit(X, R, pg, iou, (float(uc[0]), float(uc[1]))))
             best = (float(sol.fun), fits)
+            if good:
+                break      # a start that already explains the blob: the others cannot do much better
     return None if best is None else best[1]
 
 
@@ -414,19 +429,53 @@ def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray) -> list[list[
 def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior], camera: Camera,
                       image: np.ndarray, plate: np.ndarray,
                       allowed: np.ndarray, ambiguous: np.ndarray, unobservable: np.ndarray | None,
-                      time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU
-                      ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
+                      time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU,
+                      keep_rims: bool = False) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
     """Refine per-object masks with their rigid silhouettes (see the module docstring).
-
-    `alike`: groups of objects that look the same; two of them whose blobs touch are fitted jointly
-    to their union (a colour rule cannot say where one ends), from several starting splits.
 
     `allowed`: pixels the silhouette may claim (changed from the plate, or shadow-like; everything on
     a white background). `ambiguous`: pixels whose colour evidence is not trusted in the fit (shadow-
-    like pixels outside the blobs). Returns (masks, image centres of the fitted bodies, notes)."""
+    like pixels outside the blobs). `alike`: groups of objects that look the same; two of them whose
+    blobs touch are fitted jointly to their union (a colour rule cannot say where one ends), from
+    several starting splits. `keep_rims`: the mask is the whole silhouette plus the blob's pixels
+    within one pixel outside its outline; blob pixels farther out are dropped (on a white
+    background, where nothing occludes and colour places rims well, but shading at a limb can bias
+    the fit by a pixel). Returns (masks, image centres of the fitted bodies, notes).
+
+    Works on the region around the blobs only (a crop with the camera's principal point moved), so
+    its cost follows the objects' size, not the frame's."""
     shape = next(iter(masks.values())).shape if masks else None
     if shape is None:
         return masks, {}, []
+    union = np.zeros(shape, bool)
+    for oid, m in masks.items():
+        if oid in bodies:
+            union |= m
+    if not union.any():
+        return masks, {}, []
+    ys, xs = np.nonzero(union)
+    # a margin of half the blobs' extent: a silhouette may reach past a blob that lost its unlit half
+    pad = max(ROI_MIN_PAD, int(0.5 * max(ys.max() - ys.min(), xs.max() - xs.min())) + 4)
+    y0, y1 = max(int(ys.min()) - pad, 0), min(int(ys.max()) + pad + 1, shape[0])
+    x0, x1 = max(int(xs.min()) - pad, 0), min(int(xs.max()) + pad + 1, shape[1])
+    roi = (slice(y0, y1), slice(x0, x1))
+    K = camera.K.copy()
+    K[0, 2] -= x0
+    K[1, 2] -= y0
+    sub, centres, notes = _apply_in_roi(
+        {k: m[roi] for k, m in masks.items()}, bodies, Camera(K, camera.E), image[roi], plate[roi], allowed[roi],
+        ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims)
+    out = {}
+    for k, m in masks.items():
+        full = m.copy()
+        full[roi] = sub[k]
+        out[k] = full
+    return out, {k: (u + x0, v + y0) for k, (u, v) in centres.items()}, notes
+
+
+def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
+                  keep_rims):
+    shape = next(iter(masks.values())).shape
     notes: list[str] = []
     taken_all = np.zeros(shape, bool)
     for m in masks.values():
@@ -491,7 +540,10 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
         for k, n in near.items():
             if k != oid:
                 others |= n
-        out[oid] = (templates[oid] & allowed) | (masks[oid] & ~near[oid] & ~others & strong[oid])
+        if keep_rims:
+            out[oid] = (templates[oid] & allowed & ~others) | (masks[oid] & near[oid])
+        else:
+            out[oid] = (templates[oid] & allowed) | (masks[oid] & ~near[oid] & ~others & strong[oid])
     # where silhouettes overlap, the body nearer to the camera is the one seen
     order = sorted(fits, key=lambda oid: camera.depth(fits[oid].centre))
     claimed = np.zeros(shape, bool)

@@ -298,13 +298,15 @@ def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None,
 
 
 def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None,
-                     shadow_gain: float | None = None, ignore: np.ndarray | None = None
-                     ) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray]:
+                     shadow_gain: float | None = None, ignore: np.ndarray | None = None,
+                     plate_lab: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray, np.ndarray]:
     """Pixels that differ from the clean plate, cast shadows suppressed. Returns (mask, threshold ΔE,
     fraction of changed pixels before cleaning, changed pixels, shadow pixels, shadow-like pixels: any
     uniform darkening of the plate, object-coloured or not). `ignore`: pixels that
-    are unobservable (answer overlay) and never foreground."""
-    lab, lab_p = to_lab(rgb), to_lab(plate)
+    are unobservable (answer overlay) and never foreground; `plate_lab`: the plate in Lab, when the
+    caller keeps it across frames."""
+    lab, lab_p = to_lab(rgb), (to_lab(plate) if plate_lab is None else plate_lab)
     diff = lab - lab_p
     offset = np.median(diff.reshape(-1, 3), axis=0)
     diff = diff - offset
@@ -477,6 +479,11 @@ class ClassicalSegmenter:
             ctx.cache["models"] = models
         return ctx.cache["models"]
 
+    def _plate_lab(self, ctx: SegmentContext) -> np.ndarray:
+        if "plate_lab" not in ctx.cache:
+            ctx.cache["plate_lab"] = to_lab(ctx.background)
+        return ctx.cache["plate_lab"]
+
     def _shadow_gain(self, ctx: SegmentContext) -> float | None:
         if "shadow_gain" not in ctx.cache:
             ctx.cache["shadow_gain"] = (None if ctx.background is None else
@@ -522,7 +529,7 @@ class ClassicalSegmenter:
                 raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
             fg, thr, changed, changed_px, shadow, shadow_like = plate_foreground(
                 image, ctx.background, [m for m in models.values() if m is not None],
-                shadow_gain=self._shadow_gain(ctx), ignore=ignore)
+                shadow_gain=self._shadow_gain(ctx), ignore=ignore, plate_lab=self._plate_lab(ctx))
             eligible = changed_px | shadow
             if ignore is not None:
                 eligible |= ignore

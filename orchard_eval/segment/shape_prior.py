@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
+from scipy.ndimage import map_coordinates
 from scipy.optimize import minimize
 
 CIRCLE_POINTS = 64
@@ -38,6 +39,7 @@ MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the 
 MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette may claim every pixel
 MIN_BLOB_PX = 20
 ATTITUDE_DEDUP_DEG = 0.5
+LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
 ROI_MIN_PAD = 12        # pixels around the blobs that the prior works on, at least
 SEARCH_BAND_PX = 6      # pixels deeper than this inside the blob are left out of the search
 GOOD_FIT_IOU = 0.98     # a refined start this good ends the search
@@ -289,20 +291,44 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
                 trials.append((robust(c0), X0s, scales, Rs))
     trials.sort(key=lambda t: t[0])
     best: tuple[float, list[Fit]] | None = None
+    h_win, w_win = y1 - y0, x1 - x0
+    rows, cols = fy - y0 - 0.5, fx - x0 - 0.5          # searched pixels in window grid coordinates
     for _, X0s, scales, Rs in trials[:FIT_REFINED_STARTS * len(bodies)]:
-        def place(p, X0s=X0s, scales=scales):
-            return [X + s * (p[2 * i] * b.e1 + p[2 * i + 1] * b.e2)
-                    for i, (X, s, b) in enumerate(zip(X0s, scales, bodies))]
+        Xs, fun = list(X0s), None
+        for _round in range(LINEARISED_ROUNDS):
+            # the silhouettes' signed-distance fields at the current positions, computed exactly once;
+            # a small move of a body on its plane moves its outline in the image by J·p (the change of
+            # its shape over a few pixels is far below a pixel), so the search samples shifted fields
+            fields, jacs = [], []
+            for b, X, R, sc in zip(bodies, Xs, Rs, scales):
+                poly = camera.silhouette(b, X, R, coarse=True)
+                if poly is None:
+                    break
+                fields.append(signed_distance(poly, cx, cy).reshape(h_win, w_win))
+                u0 = camera.project(np.stack([X, X + sc * b.e1, X + sc * b.e2]))
+                jacs.append(np.stack([u0[1] - u0[0], u0[2] - u0[0]], axis=1))   # d(u, v)/d(p1, p2)
+            if len(fields) < len(bodies):
+                break
 
-        def cost(p, Rs=Rs):
-            c = _union_coverage(camera, bodies, place(p), Rs, fx, fy)
-            return float(target.size) if c is None else robust(c)
+            def cost(p, fields=fields, jacs=jacs):
+                c = np.zeros(rows.size)
+                for i, (fld, J) in enumerate(zip(fields, jacs)):
+                    du, dv = J @ p[2 * i:2 * i + 2]
+                    sd = map_coordinates(fld, [rows - dv, cols - du], order=1, mode="nearest")
+                    c = np.maximum(c, np.clip(0.5 + sd, 0.0, 1.0))
+                return robust(c)
 
-        n = 2 * len(bodies)
-        simplex = np.vstack([np.zeros(n), np.eye(n)])
-        sol = minimize(cost, np.zeros(n), method="Nelder-Mead",
-                       options={"xatol": 0.01, "fatol": 1e-4, "maxfev": 100 * n, "initial_simplex": simplex})
-        Xs = place(sol.x)
+            n = 2 * len(bodies)
+            simplex = np.vstack([np.zeros(n), np.eye(n)])
+            sol = minimize(cost, np.zeros(n), method="Nelder-Mead",
+                           options={"xatol": 0.01, "fatol": 1e-4, "maxfev": 100 * n, "initial_simplex": simplex})
+            Xs = [X + sc * (sol.x[2 * i] * b.e1 + sol.x[2 * i + 1] * b.e2)
+                  for i, (X, sc, b) in enumerate(zip(Xs, scales, bodies))]
+            fun = float(sol.fun)
+            if np.max(np.abs(sol.x)) < 0.05:
+                break
+        if fun is None:
+            continue
         polys = [camera.silhouette(b, X, R) for b, X, R in zip(bodies, Xs, Rs)]
         if any(pg is None for pg in polys):
             continue
@@ -311,13 +337,13 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             inside |= signed_distance(pg, cx, cy) >= 0
         ok = sel & trust
         iou = float((inside & t_in & ok).sum()) / max(float(((inside | t_in) & ok).sum()), 1.0)
-        if best is None or sol.fun < best[0]:
+        if best is None or fun < best[0]:
             fits = []
             good = iou >= GOOD_FIT_IOU
             for X, R, pg in zip(Xs, Rs, polys):
                 uc = camera.project(X[None])[0]
                 fits.append(Fit(X, R, pg, iou, (float(uc[0]), float(uc[1]))))
-            best = (float(sol.fun), fits)
+            best = (fun, fits)
             if good:
                 break      # a start that already explains the blob: the others cannot do much better
     return None if best is None else best[1]

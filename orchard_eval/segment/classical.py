@@ -262,7 +262,7 @@ def _ratio(f: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None,
-                broad: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+                broad: bool = False, where: np.ndarray | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Pixels that look like the plate darkened uniformly in every channel (a cast shadow): the colour
     is k · plate within a tolerance of a few levels plus `SHADOW_REL_TOL` of its brightness (absolute
     residuals, so that the dark channels of a saturated floor do not make ratios noisy). With a known
@@ -271,49 +271,66 @@ def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None,
 
     `broad=True` also returns the pixels that fit *some* uniform darkening (k in 0.2–0.95): a shadow
     on a surface turned another way than the one the gain was learned on (a curved track, a ramp)
-    has another k. Returns (learned-gain shadow, broad shadow) then."""
-    f, p = rgb.astype(np.float32), plate.astype(np.float32)
-    gain = np.median((f + 1.0) / (p + 1.0), axis=(0, 1))      # a global exposure/tint change
-    f = f / gain
-    pp = np.sum(p * p, axis=2)
-    k = np.sum(f * p, axis=2) / np.maximum(pp, 1.0)            # best uniform attenuation
-    res = np.linalg.norm(f - k[..., None] * p, axis=2)
+    has another k. Returns (learned-gain shadow, broad shadow) then. `where`: the only pixels the
+    caller asks about (results elsewhere are False)."""
+    h, w = rgb.shape[:2]
+    # a global exposure/tint change, from every 4th pixel in each direction
+    gain = np.median((rgb[::4, ::4].astype(np.float32) + 1.0) / (plate[::4, ::4].astype(np.float32) + 1.0),
+                     axis=(0, 1))
+    if where is None:
+        sel = np.ones(h * w, bool)
+    else:
+        # only pixels that can matter (the caller's candidates and a penumbra's reach around them)
+        sel = (cv2.dilate(where.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0).ravel()
+    idx = np.flatnonzero(sel)
+    f = rgb.reshape(-1, 3)[idx].astype(np.float32) / gain
+    p = plate.reshape(-1, 3)[idx].astype(np.float32)
+    pp = np.sum(p * p, axis=1)
+    k = np.sum(f * p, axis=1) / np.maximum(pp, 1.0)            # best uniform attenuation
+    res = np.linalg.norm(f - k[:, None] * p, axis=1)
     tol = SHADOW_ABS_TOL + SHADOW_REL_TOL * k * np.sqrt(pp)
     flat = res <= tol
+
+    def full(v: np.ndarray) -> np.ndarray:
+        out = np.zeros(h * w, bool)
+        out[idx] = v
+        return out.reshape(h, w)
+
     if shadow_gain is None:
         umbra = flat & (k > 0.25) & (k < 0.9)
         lo = 0.25
     else:
         umbra = flat & (np.abs(k - shadow_gain) <= SHADOW_K_TOL)
         lo = shadow_gain - SHADOW_K_TOL
-    out = umbra
+    out = full(umbra)
     if umbra.any():
-        near = cv2.dilate(umbra.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        near = (cv2.dilate(out.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0).ravel()[idx]
         pen = near & (res <= 1.5 * tol) & (k > lo) & (k < 0.97)
-        out = umbra | pen
+        out = full(umbra | pen)
     if not broad:
         return out
-    wide = flat & (k > 0.2) & (k < 0.95)
+    wide = full(flat & (k > 0.2) & (k < 0.95))
     return out, out | wide
 
 
 def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None,
                      shadow_gain: float | None = None, ignore: np.ndarray | None = None,
-                     plate_lab: np.ndarray | None = None
+                     plate_lab: np.ndarray | None = None, lab: np.ndarray | None = None
                      ) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray, np.ndarray]:
     """Pixels that differ from the clean plate, cast shadows suppressed. Returns (mask, threshold ΔE,
     fraction of changed pixels before cleaning, changed pixels, shadow pixels, shadow-like pixels: any
     uniform darkening of the plate, object-coloured or not). `ignore`: pixels that
-    are unobservable (answer overlay) and never foreground; `plate_lab`: the plate in Lab, when the
-    caller keeps it across frames."""
-    lab, lab_p = to_lab(rgb), (to_lab(plate) if plate_lab is None else plate_lab)
+    are unobservable (answer overlay) and never foreground; `plate_lab`, `lab`: the plate and the frame
+    in Lab, when the caller has them already."""
+    lab = to_lab(rgb) if lab is None else lab
+    lab_p = to_lab(plate) if plate_lab is None else plate_lab
     diff = lab - lab_p
     offset = np.median(diff.reshape(-1, 3), axis=0)
     diff = diff - offset
     d = np.linalg.norm(diff, axis=2)
     thr = _robust_threshold(d, PLATE_FLOOR_DE)
     changed_px = d > thr
-    learned, wide = shadow_mask(rgb, plate, shadow_gain, broad=True)
+    learned, wide = shadow_mask(rgb, plate, shadow_gain, broad=True, where=changed_px)
     shadow_like = changed_px & wide
     # the learned attenuation is trusted; any other uniform darkening (no shadow in the reference,
     # or a surface lit at another angle) is a shadow only where its colour is not typical of an object
@@ -521,6 +538,7 @@ class ClassicalSegmenter:
         if ignore is not None and not ignore.any():
             ignore = None
         eligible = None
+        lab = to_lab(image)
         if ctx.on_white:
             fg, thr = white_foreground(image)
             changed = float(fg.mean())
@@ -529,13 +547,12 @@ class ClassicalSegmenter:
                 raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
             fg, thr, changed, changed_px, shadow, shadow_like = plate_foreground(
                 image, ctx.background, [m for m in models.values() if m is not None],
-                shadow_gain=self._shadow_gain(ctx), ignore=ignore, plate_lab=self._plate_lab(ctx))
+                shadow_gain=self._shadow_gain(ctx), ignore=ignore, plate_lab=self._plate_lab(ctx), lab=lab)
             eligible = changed_px | shadow
             if ignore is not None:
                 eligible |= ignore
         min_area = max(12, int(2e-4 * fg.size))
         known = [m for m in models.values() if m is not None]
-        lab = to_lab(image)
         bins = bin_index(lab)
         if known and fg.any():
             # colour gate: drop changed pixels whose colour none of the objects shows (leftover

@@ -40,6 +40,7 @@ MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette 
 MIN_BLOB_PX = 20
 ATTITUDE_DEDUP_DEG = 0.5
 LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
+RELINEARISE_PX = 1.0    # ... when the last one moved a body farther than this (pixels)
 ROI_MIN_PAD = 12        # pixels around the blobs that the prior works on, at least
 SEARCH_BAND_PX = 6      # pixels deeper than this inside the blob are left out of the search
 GOOD_FIT_IOU = 0.98     # a refined start this good ends the search
@@ -321,12 +322,12 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             n = 2 * len(bodies)
             simplex = np.vstack([np.zeros(n), np.eye(n)])
             sol = minimize(cost, np.zeros(n), method="Nelder-Mead",
-                           options={"xatol": 0.01, "fatol": 1e-4, "maxfev": 100 * n, "initial_simplex": simplex})
+                           options={"xatol": 0.02, "fatol": 1e-3, "maxfev": 100 * n, "initial_simplex": simplex})
             Xs = [X + sc * (sol.x[2 * i] * b.e1 + sol.x[2 * i + 1] * b.e2)
                   for i, (X, sc, b) in enumerate(zip(Xs, scales, bodies))]
             fun = float(sol.fun)
-            if np.max(np.abs(sol.x)) < 0.05:
-                break
+            if np.max(np.abs(sol.x)) < RELINEARISE_PX:
+                break      # over a pixel of motion the outline's shape does not change measurably
         if fun is None:
             continue
         polys = [camera.silhouette(b, X, R) for b, X, R in zip(bodies, Xs, Rs)]
@@ -371,14 +372,17 @@ def _union_coverage(camera: Camera, bodies: list[BodyPrior], Xs, Rs, cx: np.ndar
     return out
 
 
-def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contrast: float = 6.0
+def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contrast: float = 6.0,
+               image_ycc: np.ndarray | None = None, plate_ycc: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
     """Per-pixel object fraction α: the pixel as a blend α·o + (1 − α)·b of the plate b and the
     object colour o of the nearest pixel well inside `blob` (a pixel that is no such blend but far
-    from the plate is a shaded limb: α = 1); colours in luma and chroma with chroma at `FIT_CHROMA_WEIGHT` (H.264 4:2:0 keeps luma at full resolution, its
-    chroma bleeds a pixel or two past an edge, but a lit rim can differ from the background in hue
-    alone). Returns (α clipped to [0, 1], weight in [0, 1] growing with the contrast |o − b|)."""
-    c, b = ycc(image), ycc(plate)
+    from the plate is a shaded limb: α = 1); colours in luma and chroma with chroma at
+    `FIT_CHROMA_WEIGHT` (H.264 4:2:0 keeps luma at full resolution, its chroma bleeds a pixel or two
+    past an edge, but a lit rim can differ from the background in hue alone). Returns (α clipped to [0, 1], weight in [0, 1] growing with the contrast |o − b|).
+    `image_ycc`, `plate_ycc`: the two already converted (`ycc`), when the caller has them."""
+    c = ycc(image) if image_ycc is None else image_ycc
+    b = ycc(plate) if plate_ycc is None else plate_ycc
     # the object colour is read two pixels inside the blob: a blob one or two pixels too large
     # (H.264 ringing, a penumbra) must not lend its rim colour to the object
     inner = blob.astype(np.uint8)
@@ -395,15 +399,20 @@ def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contr
     near = order[lab]
     o = c[iy[near], ix[near]]
     ob = o - b
-    den = np.sum(ob * ob, axis=2)
+    dc = c - b
+
+    def dot(u, v):   # per-pixel dot product of the three channels
+        return u[..., 0] * v[..., 0] + u[..., 1] * v[..., 1] + u[..., 2] * v[..., 2]
+
+    den = dot(ob, ob)
     contrast = np.sqrt(den)
     # a rim pixel is a blend α·o + (1 − α)·b: α by projection onto o − b
-    dc = c - b
-    alpha = np.sum(dc * ob, axis=2) / np.maximum(den, 1e-6)
+    alpha = dot(dc, ob) / np.maximum(den, 1e-6)
     # a pixel far off that blend line and well away from the plate is no blend of the two: a limb
     # that shading makes darker than the interior (spheres, glass) — wholly the object
-    off = np.sqrt(np.maximum(np.sum(dc * dc, axis=2) - alpha ** 2 * den, 0.0))
-    change = np.sqrt(np.sum(dc * dc, axis=2))
+    change2 = dot(dc, dc)
+    off = np.sqrt(np.maximum(change2 - alpha ** 2 * den, 0.0))
+    change = np.sqrt(change2)
     limb = (off > LIMB_OFF_LINE * contrast) & (change > LIMB_CHANGE * contrast) & (change > 4.0 * NOISE_LEVEL)
     alpha = np.where(limb, 1.0, alpha)
     weight = np.clip((contrast - min_contrast) / (3.0 * min_contrast), 0.0, 1.0)
@@ -421,12 +430,13 @@ def chroma_distance(image: np.ndarray, plate: np.ndarray) -> np.ndarray:
     return np.abs(f / f.sum(axis=2, keepdims=True) - p / p.sum(axis=2, keepdims=True)).max(axis=2)
 
 
-def darkened_plate(image: np.ndarray, plate: np.ndarray, tol: float = 0.035, deep_tol: float = 0.12) -> np.ndarray:
+def darkened_plate(image: np.ndarray, plate: np.ndarray, tol: float = 0.035, deep_tol: float = 0.12,
+                   chroma: np.ndarray | None = None) -> np.ndarray:
     """Pixels that are the plate made darker with its hue kept (chromaticity within `tol`, growing to
     `deep_tol` for a deep shadow: a saturated plate channel clipped at 255 and H.264 chroma noise on
     dark pixels both shift the hue): cast shadows on any surface, whatever their attenuation — and an
     object's unlit side where it has the plate's colour. The fit does not trust them either way."""
-    chroma = chroma_distance(image, plate)
+    chroma = chroma_distance(image, plate) if chroma is None else chroma
     ratio = (image.astype(np.float32).sum(axis=2) + 12.0) / (plate.astype(np.float32).sum(axis=2) + 12.0)
     return (ratio > 0.1) & (ratio < 0.95) & (chroma < tol + (deep_tol - tol) * np.clip(1.0 - ratio, 0.0, 1.0))
 
@@ -508,12 +518,13 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         taken_all |= m
     fits: dict[str, Fit] = {}
     strong: dict[str, np.ndarray] = {}
-    dark = darkened_plate(image, plate)
     hue = chroma_distance(image, plate)
+    dark = darkened_plate(image, plate, chroma=hue)
+    image_ycc, plate_ycc = ycc(image), ycc(plate)
     unsure = ambiguous | dark                  # shadow-like: the object's dark side or a cast shadow
 
     def evidence(blob: np.ndarray, own: np.ndarray):
-        alpha, weight = luma_alpha(image, plate, blob)
+        alpha, weight = luma_alpha(image, plate, blob, image_ycc=image_ycc, plate_ycc=plate_ycc)
         # blob pixels outside the silhouette stay only on luma evidence (or, where luma cannot
         # tell, on hue), never when they look like the plate in shadow
         keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (hue >= HUE_EVIDENCE))) & ~unsure

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from calibration_helpers import at_rest, rollout0_metrics
 
 from orchard_eval.cli import main
-from orchard_eval.records import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 # tasks with a plain floor, a support and two objects; each case builds in ≈ 5–10 s
@@ -65,20 +65,11 @@ def generated(tmp_path_factory):
     return ds, out
 
 
-def _metrics(res: Path, subtrack: str) -> dict:
-    return {r["case_id"]: r["metrics"] for r in read_records(res) if r["subtrack"] == subtrack and r["rollout"] == 0}
-
-
-def _at_rest(ds: Path, cid: str) -> bool:
-    v = json.loads((ds / "cases" / cid / "velocity.json").read_text())
-    return not any(o["moving"] for o in v["objects"])
-
-
 def test_oracle_floors(generated):
     _, res = generated
     table = {}
     for st, floors in FLOORS.items():
-        got = _metrics(res["oracle"], st)
+        got = rollout0_metrics(res["oracle"], st)
         assert got, st
         for cid, m in got.items():
             table.setdefault(cid, {}).update({f"{st[:3]}.{k}": v for k, v in m.items()})
@@ -93,17 +84,17 @@ def test_oracle_reaches_098_on_every_objective_metric(generated):
     _, res = generated
     low = []
     for st in FLOORS:
-        for cid, m in _metrics(res["oracle"], st).items():
+        for cid, m in rollout0_metrics(res["oracle"], st).items():
             low += [(cid, st, k, round(v, 3)) for k, v in m.items() if v is not None and v < 0.98]
     assert not low, low
 
 
 def test_static_and_blank_score_low_on_deduction_physics(generated):
     ds, res = generated
-    ora = _metrics(res["oracle"], "deduction")
+    ora = rollout0_metrics(res["oracle"], "deduction")
     for kind in ("static", "blank"):
-        for cid, m in _metrics(res[kind], "deduction").items():
-            if _at_rest(ds, cid):
+        for cid, m in rollout0_metrics(res[kind], "deduction").items():
+            if at_rest(ds, cid):
                 continue
             # the time-collapsed spatial IoU of a blank answer can pick up a little of a slow object's
             # path (measured ≤ 0.17); per-frame overlap stays low, but a static answer keeps the body that

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from calibration_helpers import at_rest, rollout0_metrics
 
 from orchard_eval.cli import main
-from orchard_eval.records import read_records
 from orchard_eval.tables import COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,19 +57,10 @@ def results(built):
     return out
 
 
-def _metrics(res: Path, subtrack: str) -> dict:
-    return {r["case_id"]: r["metrics"] for r in read_records(res) if r["subtrack"] == subtrack and r["rollout"] == 0}
-
-
-def _at_rest(ds: Path, cid: str) -> bool:
-    v = json.loads((ds / "cases" / cid / "velocity.json").read_text())
-    return not any(o["moving"] for o in v["objects"])
-
-
 def test_oracle_calibration(results):
-    ded = _metrics(results["oracle"], "deduction")
-    pg = _metrics(results["oracle"], "perception_graphic")
-    fg = _metrics(results["oracle"], "formulation_graphic")
+    ded = rollout0_metrics(results["oracle"], "deduction")
+    pg = rollout0_metrics(results["oracle"], "perception_graphic")
+    fg = rollout0_metrics(results["oracle"], "formulation_graphic")
     print("\noracle per case:", json.dumps({c: {**pg[c], **fg[c], **ded[c]} for c in ded}, indent=1))
     assert ded
     # floors a little under what the oracle reaches on these fixtures with the rigid shape prior
@@ -86,17 +77,17 @@ def test_oracle_calibration(results):
                           "of a pixel on some objects; see docs/evaluation.md", strict=False)
 def test_oracle_reaches_098_everywhere(results):
     for st in ("perception_graphic", "formulation_graphic", "deduction"):
-        for cid, m in _metrics(results["oracle"], st).items():
+        for cid, m in rollout0_metrics(results["oracle"], st).items():
             for k, v in m.items():
                 assert v is None or v >= 0.98, (cid, st, k, v)
 
 
 def test_static_and_blank_score_low_on_deduction_physics(built, results):
     _, ds = built
-    ora = _metrics(results["oracle"], "deduction")
+    ora = rollout0_metrics(results["oracle"], "deduction")
     for kind in ("static", "blank"):
-        for cid, m in _metrics(results[kind], "deduction").items():
-            if _at_rest(ds, cid):
+        for cid, m in rollout0_metrics(results[kind], "deduction").items():
+            if at_rest(ds, cid):
                 continue  # a still picture is the right answer for a body at rest
             assert max(m[k] for k in IOUS) <= 0.1, (kind, cid, m)
             assert m["psnr"] < 0.6 and m["masked_psnr"] < 0.5, (kind, cid, m)

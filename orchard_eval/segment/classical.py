@@ -36,6 +36,7 @@ from scipy import ndimage
 from scipy.optimize import linear_sum_assignment
 
 from .base import SegmentContext, Segmentation
+from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, answer_overlay_mask
 from .shape_prior import MIN_FIT_IOU_WHITE, BodyPrior, Camera, apply_shape_prior, quat_to_matrix
 
@@ -156,15 +157,6 @@ def fill_holes(mask: np.ndarray) -> np.ndarray:
     return (pad[1:-1, 1:-1] > 0) | (ff[1:-1, 1:-1] == 0)
 
 
-def _weighted(c: np.ndarray, chroma_weight: float) -> np.ndarray:
-    """RGB rows → (Y, w·Cb, w·Cr): luma at full weight, chroma down-weighted (H.264 4:2:0 video
-    carries chroma at half resolution, so at an edge only luma is sharp)."""
-    y = c @ np.array([0.299, 0.587, 0.114], np.float32)
-    cb = (c[:, 2] - y) * (0.564 * chroma_weight)
-    cr = (c[:, 0] - y) * (0.713 * chroma_weight)
-    return np.stack([y, cb, cr], axis=1)
-
-
 def alpha_refine(mask: np.ndarray, rgb: np.ndarray, background: np.ndarray | None, band: int = 2,
                  level: float = 0.5, chroma_weight: float = 1.0, min_contrast: float = 20.0) -> np.ndarray:
     """Sub-pixel edge placement by matting: along the mask's boundary (a band of `band` px on each side)
@@ -190,22 +182,14 @@ def alpha_refine(mask: np.ndarray, rgb: np.ndarray, background: np.ndarray | Non
     ring = (outer > 0) & (inner == 0)
     if not inner.any() or not ring.any():
         return mask
-    # nearest interior pixel of every pixel: distance transform of the non-interior with labels
-    _, lab = cv2.distanceTransformWithLabels((inner == 0).astype(np.uint8), cv2.DIST_L2, 5,
-                                             labelType=cv2.DIST_LABEL_PIXEL)
-    iy, ix = np.nonzero(inner)
-    # labels number the zero pixels of the input (the interior) in row-major scan order
-    order = np.zeros(lab.max() + 1, np.int64)
-    zero_lab = lab[iy, ix]
-    order[zero_lab] = np.arange(iy.size)
     c = rgb[y0:y1, x0:x1].astype(np.float32)
     ry, rx = np.nonzero(ring)
-    nearest = order[lab[ry, rx]]
-    o = _weighted(c[iy[nearest], ix[nearest]], chroma_weight)
+    ny, nx = nearest_inside(inner)
+    o = weighted_ycc(c[ny[ry, rx], nx[ry, rx]], chroma_weight)
     b = (np.full((ry.size, 3), 255.0, np.float32) if background is None
          else background[y0:y1, x0:x1].astype(np.float32)[ry, rx])
-    b = _weighted(b, chroma_weight)
-    px = _weighted(c[ry, rx], chroma_weight)
+    b = weighted_ycc(b, chroma_weight)
+    px = weighted_ycc(c[ry, rx], chroma_weight)
     ob = o - b
     den = np.sum(ob * ob, axis=1)
     ok = den > min_contrast ** 2
@@ -697,7 +681,7 @@ def rigid_models(case) -> tuple[Camera | None, dict[str, BodyPrior]]:
         try:
             point, normal = motion_plane(tracks.positions[o.id], case.extrinsic, tol=1e-4)
             # the plane through the track, which holds the body centre at every time
-            seqs = [np.stack([quat_to_matrix(q) for q in seq]) for seq in tracks.attitudes.get(o.id, ())
+            seqs = [quat_to_matrix(seq) for seq in tracks.attitudes.get(o.id, ())
                     if len(seq) == len(tracks.times)]
             bodies[o.id] = BodyPrior(o.id, o.shape, dict(o.size), point, normal,
                                      attitude_times=np.asarray(tracks.times, float) if seqs else None,

@@ -32,7 +32,11 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 from scipy.ndimage import map_coordinates
+from scipy.spatial.transform import Rotation
 from scipy.optimize import minimize
+
+from ..metrics import backproject_to_plane, camera_center, project_points
+from .matting import nearest_inside, weighted_ycc
 
 CIRCLE_POINTS = 64
 MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the prior is not applied
@@ -56,13 +60,10 @@ ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel coun
 
 
 def quat_to_matrix(q) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) → 3×3 rotation (body → world)."""
-    w, x, y, z = (float(v) for v in q)
-    n = math.sqrt(w * w + x * x + y * y + z * z) or 1.0
-    w, x, y, z = w / n, x / n, y / n, z / n
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    """Unit quaternions (..., 4) as (w, x, y, z), the order of the case's states.npz → rotations
+    (..., 3, 3), body → world."""
+    q = np.asarray(q, dtype=np.float64)
+    return Rotation.from_quat(q[..., [1, 2, 3, 0]].reshape(-1, 4)).as_matrix().reshape(q.shape[:-1] + (3, 3))
 
 
 @dataclass
@@ -134,24 +135,17 @@ class Camera:
         self.K = np.asarray(intrinsic, float)
         self.E = np.asarray(extrinsic, float)
         self.R, self.t = self.E[:, :3], self.E[:, 3]
-        self.centre = -self.R.T @ self.t
+        self.centre = camera_center(self.E)
 
     def project(self, X: np.ndarray) -> np.ndarray:
-        pc = X @ self.R.T + self.t
-        z = np.maximum(pc[:, 2:3], 1e-9)
-        return (pc[:, :2] / z) @ self.K[:2, :2].T + self.K[:2, 2]
+        return project_points(X, self.K, self.E)
 
     def depth(self, X: np.ndarray) -> float:
         return float((self.R @ X + self.t)[2])
 
     def ray_plane(self, uv, point, normal) -> np.ndarray | None:
-        d_cam = np.linalg.solve(self.K, np.array([uv[0], uv[1], 1.0]))
-        d = self.R.T @ d_cam
-        den = float(np.dot(d, normal))
-        if abs(den) < 1e-12:
-            return None
-        s = float(np.dot(np.asarray(point) - self.centre, normal)) / den
-        return None if s <= 0 else self.centre + s * d
+        X = backproject_to_plane([uv], self.K, self.E, point, normal)[0]
+        return X if np.all(np.isfinite(X)) else None
 
     def silhouette(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, coarse: bool = False
                    ) -> np.ndarray | None:
@@ -350,15 +344,6 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
     return None if best is None else best[1]
 
 
-def ycc(rgb: np.ndarray) -> np.ndarray:
-    """RGB → (Y, w·Cb, w·Cr) with w = `FIT_CHROMA_WEIGHT` (BT.601 luma and colour differences)."""
-    f = rgb.astype(np.float32)
-    y = f @ np.array([0.299, 0.587, 0.114], np.float32)
-    cb = (f[..., 2] - y) * (0.564 * FIT_CHROMA_WEIGHT)
-    cr = (f[..., 0] - y) * (0.713 * FIT_CHROMA_WEIGHT)
-    return np.stack([y, cb, cr], axis=-1)
-
-
 def _union_coverage(camera: Camera, bodies: list[BodyPrior], Xs, Rs, cx: np.ndarray, cy: np.ndarray
                     ) -> np.ndarray | None:
     """Coverage of the pixels centred at (cx, cy) by the union of the bodies' silhouettes: a linear
@@ -380,9 +365,9 @@ def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contr
     from the plate is a shaded limb: α = 1); colours in luma and chroma with chroma at
     `FIT_CHROMA_WEIGHT` (H.264 4:2:0 keeps luma at full resolution, its chroma bleeds a pixel or two
     past an edge, but a lit rim can differ from the background in hue alone). Returns (α clipped to [0, 1], weight in [0, 1] growing with the contrast |o − b|).
-    `image_ycc`, `plate_ycc`: the two already converted (`ycc`), when the caller has them."""
-    c = ycc(image) if image_ycc is None else image_ycc
-    b = ycc(plate) if plate_ycc is None else plate_ycc
+    `image_ycc`, `plate_ycc`: the two already converted (`weighted_ycc`), when the caller has them."""
+    c = weighted_ycc(image, FIT_CHROMA_WEIGHT) if image_ycc is None else image_ycc
+    b = weighted_ycc(plate, FIT_CHROMA_WEIGHT) if plate_ycc is None else plate_ycc
     # the object colour is read two pixels inside the blob: a blob one or two pixels too large
     # (H.264 ringing, a penumbra) must not lend its rim colour to the object
     inner = blob.astype(np.uint8)
@@ -391,13 +376,8 @@ def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contr
         if not thinner.any():
             break
         inner = thinner
-    _, lab = cv2.distanceTransformWithLabels((inner == 0).astype(np.uint8), cv2.DIST_L2, 5,
-                                             labelType=cv2.DIST_LABEL_PIXEL)
-    iy, ix = np.nonzero(inner)
-    order = np.zeros(lab.max() + 1, np.int64)
-    order[lab[iy, ix]] = np.arange(iy.size)
-    near = order[lab]
-    o = c[iy[near], ix[near]]
+    ny, nx = nearest_inside(inner)
+    o = c[ny, nx]
     ob = o - b
     dc = c - b
 
@@ -520,7 +500,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     strong: dict[str, np.ndarray] = {}
     hue = chroma_distance(image, plate)
     dark = darkened_plate(image, plate, chroma=hue)
-    image_ycc, plate_ycc = ycc(image), ycc(plate)
+    image_ycc, plate_ycc = weighted_ycc(image, FIT_CHROMA_WEIGHT), weighted_ycc(plate, FIT_CHROMA_WEIGHT)
     unsure = ambiguous | dark                  # shadow-like: the object's dark side or a cast shadow
 
     def evidence(blob: np.ndarray, own: np.ndarray):

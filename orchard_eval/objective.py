@@ -55,7 +55,8 @@ def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Se
     ignore = None
     if ctx.exclude_rgb:
         # the answer overlay the prompt requires hides part of the objects: unobservable, not scored
-        ignore = answer_overlay_mask(answer, ctx.exclude_rgb)
+        # (the segmenter found it already when it reports it; the rule is the same either way)
+        ignore = out.unobservable if out.unobservable is not None else answer_overlay_mask(answer, ctx.exclude_rgb)
         details["unobservable_px"] = int(ignore.sum())
     r = M.object_mask_iou(out.masks, gt, ignore=ignore, alike=out.alike)
     details.update({"per_object": r.per_object, "matching": r.matching})
@@ -191,8 +192,8 @@ def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[s
     for o in case.objects:
         if o.id not in tracks.positions:
             continue
-        cents = [(where[chosen[j]].get(o.id) if where is not None else None)
-                 or M.mask_centroid(masks[chosen[j]][o.id]) for j in order]
+        cents = ([where[chosen[j]].get(o.id) for j in order] if where is not None
+                 else [M.mask_centroid(masks[chosen[j]][o.id]) for j in order])
         uv[o.id] = np.array([[np.nan, np.nan] if c is None else c for c in cents])
         planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
         gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])
@@ -221,7 +222,7 @@ def velocity_metric(case: EvalCase, dense: DeductionPacket, segmenter: Segmenter
     for o in case.objects:
         if o.id not in tracks.positions:
             continue
-        cents = [w.get(o.id) or M.mask_centroid(m[o.id]) for w, m in zip(where, masks)]
+        cents = [w.get(o.id) for w in where]
         uv[o.id] = np.array([[np.nan, np.nan] if c is None else c for c in cents])
         planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
         gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])

@@ -46,6 +46,8 @@ class Segmentation:
     # groups of objects that look alike (same colour model): their identities were assigned by
     # position only, so metrics match them without trusting the labels
     alike: list[list[str]] = field(default_factory=list)
+    # the answer-overlay pixels (`overlay.answer_overlay_mask`) when the segmenter computed them
+    unobservable: np.ndarray | None = None
 
     def union(self) -> np.ndarray:
         out = np.zeros_like(self.foreground, dtype=bool)

@@ -631,7 +631,9 @@ class ClassicalSegmenter:
         if ids and all(not m.any() for m in masks.values()):
             notes.append("no object found")
         return Segmentation(masks=masks, foreground=fg, low_confidence=low, confidence=confidence, notes=notes,
-                            centres=centres, alike=alike)
+                            centres=centres, alike=alike,
+                            unobservable=ignore if ignore is not None else
+                            (np.zeros(image.shape[:2], bool) if ctx.exclude_rgb else None))
 
 
 def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]] | None = None) -> SegmentContext:

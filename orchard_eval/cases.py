@@ -116,6 +116,8 @@ class CaseAssets(Protocol):
     def label_map(self, role: str) -> np.ndarray | None: ...
     def has(self, role: str) -> bool: ...
     def object_tracks(self) -> ObjectTracks | None: ...
+    # optional: def condition_depth(self) -> np.ndarray | None — depth of GT frame 0 (metres along the
+    # optical axis); readers without one simply lack the method
 
 
 @dataclass(eq=False)
@@ -141,6 +143,7 @@ class EvalCase:
     source_detail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     assets: CaseAssets | None = field(default=None, repr=False)
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False)   # values computed once per case
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -211,6 +214,29 @@ class EvalCase:
 
     def object_tracks(self) -> ObjectTracks | None:
         return None if self.assets is None else self.assets.object_tracks()
+
+    def memo(self, key: str, compute):
+        """`compute()` once per case and key (derived models that every response of the case reuses)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
+
+    def scene_depth(self) -> np.ndarray | None:
+        """Depth (metres along the optical axis, float32 (H, W) at GT resolution) of the static scene
+        as the condition frame shows it: the objects' own pixels are +inf (what lies behind them is
+        not seen), as are pixels without a finite positive depth. It tells where a support (a ramp's
+        edge, a track's rail) stands in front of a body placed anywhere in the scene. None when the
+        case ships no depth for frame 0 or no instance map to remove the objects with."""
+        if self.assets is None or not hasattr(self.assets, "condition_depth"):
+            return None
+        return self.memo("scene_depth", self._scene_depth)
+
+    def _scene_depth(self) -> np.ndarray | None:
+        depth = self.assets.condition_depth()
+        inst = self.gt_instances(0) if depth is not None else None
+        if depth is None or inst is None or depth.shape != inst.shape:
+            return None
+        return np.where((inst == 0) & np.isfinite(depth) & (depth > 0), depth, np.inf).astype(np.float32)
 
     def reference_object_masks(self, role: str) -> dict[str, np.ndarray]:
         lm = self.label_map(role)

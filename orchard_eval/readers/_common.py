@@ -66,3 +66,31 @@ class FrameSource:
             while len(self._cache) > self._cap:
                 self._cache.popitem(last=False)
         return out
+
+
+def first_map(path: Path, key: str = "maps") -> np.ndarray | None:
+    """The first 2-D slice of the array `key` in an NPZ stack (N, H, W), read without inflating the
+    rest of the stack (a case's depth stack is tens of megabytes; scoring needs frame 0 only).
+    None when the file is absent; a clear error when it is not a readable stack."""
+    import zipfile
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(f"{key}.npy") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(f)
+            if len(shape) != 3 or fortran or dtype.hasobject or min(shape) < 1:
+                raise ValueError(f"expected a C-ordered (N, H, W) stack, got shape {shape}")
+            n = shape[1] * shape[2]
+            buf = f.read(n * dtype.itemsize)
+            if len(buf) != n * dtype.itemsize:
+                raise ValueError("the stack is truncated")
+            return np.frombuffer(buf, dtype=dtype).reshape(shape[1], shape[2]).copy()
+    except KeyError as exc:
+        raise CaseFormatError(f"{path}: no array under the key {key!r}") from exc
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise CaseFormatError(f"{path}: unreadable NPZ: {exc}") from exc

@@ -20,7 +20,7 @@ from ..cases import (TASK_PILLAR, TASK_SNAKE, CaseFormatError, EvalCase, Formula
                      as_matrix, read_json_file, schema_errors)
 from ..media import MediaError, probe_image, read_image
 from ..paths import UnsafePathError, safe_join
-from ._common import FrameSource
+from ._common import FrameSource, first_map
 
 PATH_KEYS = ("input_image", "clean_first_frame", "annotations_only_reference", "objects_only_reference",
              "future_state_reference", "gt_frames_dir", "gt_video")
@@ -113,6 +113,9 @@ class ApplePiAssets:
         if role == "formulation_graphic":
             return _load_npy(self.dir / "instantaneous_velocity" / "mask.npy")
         return None
+
+    def condition_depth(self) -> np.ndarray | None:
+        return first_map(self.dir / "depth" / "maps.npz")
 
     def object_tracks(self) -> ObjectTracks | None:
         """Simulator cases: centre of each object's visible surface (depth back-projected through the

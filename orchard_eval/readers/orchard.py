@@ -12,7 +12,7 @@ from ..cases import (TASK_PILLAR, CaseFormatError, EvalCase, FormulaInfo, Object
                      TargetState, as_matrix, read_json_file, schema_errors)
 from ..media import MediaError, read_image, read_label_image
 from ..paths import UnsafePathError, check_relpath, safe_join
-from ._common import FrameSource
+from ._common import FrameSource, first_map
 
 SOURCE_MAP = {"simulated": "sim", "self-recorded": "real", "internet": "real"}
 
@@ -89,6 +89,10 @@ class OrchardAssets:
         if p is None or not p.is_file():
             return None
         return read_label_image(p)
+
+    def condition_depth(self) -> np.ndarray | None:
+        p = self._path("depth")
+        return None if p is None else first_map(p)
 
     def object_tracks(self) -> ObjectTracks | None:
         if self._tracks is not False:

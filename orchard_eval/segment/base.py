@@ -26,6 +26,11 @@ class SegmentContext:
     bodies: dict = field(default_factory=dict)
     camera: object | None = None
     time: float | None = None
+    # the static scene's depth at the frame's resolution (`EvalCase.scene_depth`): supports in front
+    # of a body hide pixels of its silhouette; None where the case has no depth
+    scene_depth: np.ndarray | None = None
+    # object id -> its rim shading (segment.shape_prior.LimbModel), learned on the condition frame
+    limbs: dict = field(default_factory=dict)
     cache: dict = field(default_factory=dict, repr=False)
 
     @property

@@ -38,7 +38,8 @@ from scipy.optimize import linear_sum_assignment
 from .base import SegmentContext, Segmentation
 from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, answer_overlay_mask
-from .shape_prior import MIN_FIT_IOU_WHITE, BodyPrior, Camera, apply_shape_prior, quat_to_matrix
+from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior, hidden_pixels,
+                          learn_limb_model, quat_to_matrix)
 
 L_BINS, AB_BINS = 4, 16
 N_BINS = L_BINS * AB_BINS * AB_BINS
@@ -612,7 +613,9 @@ class ClassicalSegmenter:
             if eligible is not None:
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, ctx.background, allowed=eligible,
-                    ambiguous=shadow_like, unobservable=ignore, time=ctx.time, alike=alike)
+                    ambiguous=shadow_like, unobservable=ignore, time=ctx.time, alike=alike,
+                    scene_depth=ctx.scene_depth if ctx.scene_depth is not None
+                    and ctx.scene_depth.shape == image.shape[:2] else None, limbs=ctx.limbs)
             else:
                 everything = np.ones(image.shape[:2], bool)
                 masks, centres, prior_notes = apply_shape_prior(
@@ -647,7 +650,7 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
         masks = case.reference_object_masks("perception_graphic") if ref is not None else {}
         if ref is None or not any(m.any() for m in masks.values()):
             ref, masks = case.image("condition_frame"), case.reference_object_masks("condition_frame")
-        camera, bodies = rigid_models(case)
+        camera, bodies = case.memo("rigid_models", lambda: rigid_models(case))
         # the objects as they are in the condition frame (t = 0)
         return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=bodies, camera=camera,
                               time=0.0)
@@ -662,10 +665,49 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
 
         plate = resize_rgb(plate, case.frame_size)
     exclude = ANSWER_ANNOTATION_RGB if subtrack == "formulation_graphic" else ()
-    camera, bodies = rigid_models(case)
+    camera, bodies = case.memo("rigid_models", lambda: rigid_models(case))
+    depth = case.scene_depth() if bodies else None
+    if depth is not None and depth.shape != (case.frame_size[1], case.frame_size[0]):
+        depth = None     # a depth map at another resolution than the frames cannot be trusted per pixel
+    limbs = case.memo("limb_models", lambda: limb_models(case, camera, bodies, ref, masks, plate, depth)) \
+        if bodies and ref is not None and ref.shape == plate.shape else {}
     return SegmentContext(ids, ref, masks, background=plate, priors=priors, exclude_rgb=exclude,
-                          bodies=bodies, camera=camera,
+                          bodies=bodies, camera=camera, scene_depth=depth, limbs=limbs,
                           time=case.target_time if subtrack == "formulation_graphic" else None)
+
+
+def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, masks0: dict[str, np.ndarray],
+                plate: np.ndarray, scene_depth: np.ndarray | None) -> dict[str, LimbModel]:
+    """Each body's rim shading (`shape_prior.LimbModel`), learned on the condition frame where its pose
+    (GT track at t = 0) and mask are known; rim pixels next to another object, a changed background
+    pixel (a cast shadow) or a hiding support are not used."""
+    tracks = case.object_tracks()
+    if camera is None or tracks is None:
+        return {}
+    pos, _ = tracks.at(0.0)
+    grow = np.ones((5, 5), np.uint8)
+    objects = np.zeros(plate.shape[:2], bool)
+    for m in masks0.values():
+        objects |= m
+    changed = np.abs(frame0.astype(np.int16) - plate.astype(np.int16)).max(axis=2) > 12
+    # changed pixels beyond an object's blended rim are a cast shadow (or another change): rim
+    # pixels next to one blend with it, not with the plate
+    near_objects = cv2.dilate(objects.astype(np.uint8), grow) > 0
+    shadowed = cv2.dilate((changed & ~near_objects).astype(np.uint8), grow, iterations=2) > 0
+    out: dict[str, LimbModel] = {}
+    for oid, body in bodies.items():
+        m = masks0.get(oid)
+        if m is None or not m.any() or oid not in pos:
+            continue
+        R = body.candidate_attitudes(0.0)[0]
+        others = cv2.dilate((objects & ~m).astype(np.uint8), grow) > 0
+        usable = ~others & ~shadowed
+        if scene_depth is not None:
+            usable &= ~(cv2.dilate(hidden_pixels(camera, body, pos[oid], R, scene_depth).astype(np.uint8), grow) > 0)
+        model = learn_limb_model(camera, body, pos[oid], R, frame0, plate, usable)
+        if model is not None:
+            out[oid] = model
+    return out
 
 
 def rigid_models(case) -> tuple[Camera | None, dict[str, BodyPrior]]:

@@ -22,7 +22,13 @@ What is measured and what is assumed:
   are changed from the plate or shadow-like (never a pixel that shows the clean plate — an occluding
   support — or one claimed by a nearer object) and removes blob pixels in a 1-px ring just outside it
   (the blended rim); pixels of the blob farther outside stay, so a deformed or enlarged object keeps
-  them. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all.
+  them. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
+* supports in front of a body (a ramp's near edge, a track's rail) are known from the case's scene
+  depth (the condition frame's depth with the objects removed, `EvalCase.scene_depth`): a pixel where
+  that scene lies nearer than the body's front surface at the fitted pose is hidden. Hidden pixels
+  carry no weight in the fit (they show the support, which says nothing about where the body's outline
+  is) and the silhouette does not claim them unless colour clearly shows the object there; the fit
+  and the hidden set are iterated, since each depends on the other.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 from scipy.ndimage import map_coordinates
+from scipy.spatial import ConvexHull
 from scipy.spatial.transform import Rotation
 from scipy.optimize import minimize
 
@@ -57,6 +64,11 @@ OFF_LINE_NOISE = 2.0    # off-line distance (× noise level) beyond which a pixe
 FIT_CHROMA_WEIGHT = 0.5 # chroma against luma in the fit's matting (4:2:0 video: chroma is half resolution)
 HUE_EVIDENCE = 0.06     # chromaticity difference from the plate that marks an object pixel where luma cannot
 ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel counts as an outlier
+LIMB_BINS = 16          # outline directions the limb shading model tells apart
+LIMB_MIN_PIXELS = 4     # rim pixels a direction needs before its shading is trusted
+OCCLUSION_TOL_PX = 1.0  # the scene hides a body where it is nearer than its front by this (pixels at its depth)
+OCCLUSION_ROUNDS = 3    # fit ↔ hidden-pixel iterations at most
+OCCLUSION_SETTLED_PX = 2  # ... stopped once the hidden set changes by no more pixels than this
 
 
 def quat_to_matrix(q) -> np.ndarray:
@@ -87,6 +99,17 @@ class BodyPrior:
         self.e2 = np.cross(self.plane_normal, self.e1)
         self._local = body_points(self.shape, self.size)
         self._coarse = body_points(self.shape, self.size, FIT_CIRCLE_POINTS)
+        self._faces: np.ndarray | None = None
+
+    @property
+    def faces(self) -> np.ndarray:
+        """Bounding planes (F, 4) of the solid in the body frame, rows (n, b) with n·x + b ≤ 0 inside
+        (a cylinder's or cone's circles as `FIT_CIRCLE_POINTS`-gons). Not defined for spheres."""
+        if self._faces is None:
+            eq = ConvexHull(self._coarse).equations
+            # a hull's facets are triangles: coplanar ones repeat a plane
+            self._faces = np.unique(np.round(eq, 9), axis=0)
+        return self._faces
 
     def candidate_attitudes(self, time: float | None) -> list[np.ndarray]:
         if self.shape == "sphere" or self.attitude_times is None or not self.attitudes:
@@ -147,6 +170,34 @@ class Camera:
         X = backproject_to_plane([uv], self.K, self.E, point, normal)[0]
         return X if np.all(np.isfinite(X)) else None
 
+    def front_depth(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, us: np.ndarray, vs: np.ndarray
+                    ) -> np.ndarray:
+        """Depth (metres along the optical axis) where the ray through each image point (us, vs)
+        first meets the body at this pose; +inf where it misses."""
+        d = np.linalg.solve(self.K, np.stack([us, vs, np.ones_like(us)]).astype(np.float64))  # z-component 1
+        c = self.R @ centre + self.t
+        out = np.full(d.shape[1], np.inf)
+        if body.shape == "sphere":
+            r = float(body.size["radius"])
+            a, b = np.einsum("ij,ij->j", d, d), c @ d
+            disc = b * b - a * (c @ c - r * r)
+            ok = disc >= 0.0
+            out[ok] = (b[ok] - np.sqrt(disc[ok])) / a[ok]
+        else:
+            # slab test against the bounding planes, moved to camera coordinates
+            normals = body.faces[:, :3] @ (self.R @ R).T
+            offsets = body.faces[:, 3] - normals @ c
+            nd = normals @ d
+            with np.errstate(divide="ignore", invalid="ignore"):
+                s = -offsets[:, None] / nd
+            near = np.where(nd < 0, s, -np.inf).max(axis=0)
+            far = np.where(nd > 0, s, np.inf).min(axis=0)
+            parallel_outside = ((nd == 0) & (offsets[:, None] > 0)).any(axis=0)
+            ok = (near <= far) & ~parallel_outside & np.isfinite(near)
+            out[ok] = near[ok]
+        out[out <= 0] = np.inf
+        return out
+
     def silhouette(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, coarse: bool = False
                    ) -> np.ndarray | None:
         """Convex polygon (counter-clockwise in image coordinates, (M, 2)) of the body's outline."""
@@ -177,9 +228,47 @@ class Camera:
         return hull if area > 0 else hull[::-1]
 
 
+def hidden_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, scene_depth: np.ndarray
+                  ) -> np.ndarray:
+    """Pixels of the body's silhouette at this pose where the static scene (`scene_depth`, +inf where
+    unknown) lies in front of the body's surface: a support that hides it there."""
+    out = np.zeros(scene_depth.shape, bool)
+    poly = camera.silhouette(body, centre, R, coarse=True)
+    if poly is None:
+        return out
+    h, w = scene_depth.shape
+    x0, y0 = max(int(np.floor(poly[:, 0].min())) - 1, 0), max(int(np.floor(poly[:, 1].min())) - 1, 0)
+    x1, y1 = min(int(np.ceil(poly[:, 0].max())) + 2, w), min(int(np.ceil(poly[:, 1].max())) + 2, h)
+    if x1 <= x0 or y1 <= y0:
+        return out
+    zc = camera.depth(centre)
+    reach = float(np.linalg.norm(body._coarse, axis=1).max()) if body.shape != "sphere" else float(body.size["radius"])
+    scene = scene_depth[y0:y1, x0:x1]
+    cand = scene < zc + reach          # nothing farther than the body's far side can hide it
+    if not cand.any():
+        return out
+    ys, xs = np.nonzero(cand)
+    front = camera.front_depth(body, centre, R, xs + x0 + 0.5, ys + y0 + 0.5)
+    tol = OCCLUSION_TOL_PX * zc / camera.K[0, 0]
+    hid = np.isfinite(front) & (scene[ys, xs] < front - tol)
+    out[ys[hid] + y0, xs[hid] + x0] = True
+    return out
+
+
 def signed_distance(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """Signed distance (pixels, positive inside) of the points (xs, ys) to a convex polygon: the
     minimum over its edges of the distance to the edge's line (exact inside and near edges)."""
+    return _edge_distances(poly, xs, ys)[0].min(axis=1)
+
+
+def outline_direction(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Angle (radians, image axes) of the outward normal of the polygon edge nearest to each point."""
+    d, ex, ey = _edge_distances(poly, xs, ys)
+    k = d.argmin(axis=1)
+    return np.arctan2(-ex[k], ey[k])
+
+
+def _edge_distances(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray):
     a = poly
     b = np.roll(poly, -1, axis=0)
     ex, ey = b[:, 0] - a[:, 0], b[:, 1] - a[:, 1]
@@ -188,7 +277,7 @@ def signed_distance(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndar
     a, ex, ey, ln = a[keep], ex[keep], ey[keep], ln[keep]
     # positive on the left of a→b with y pointing down means the interior for our orientation
     d = (ex[None, :] * (ys[:, None] - a[None, :, 1]) - ey[None, :] * (xs[:, None] - a[None, :, 0])) / ln[None, :]
-    return d.min(axis=1)
+    return d, ex, ey
 
 
 def rasterise(poly: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -219,8 +308,8 @@ def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.nda
              time: float | None) -> Fit | None:
     """Fit the body's in-plane position: the silhouette's coverage against `evidence` (per-pixel
     object fraction in [0, 1], `luma_alpha`), pixels weighted by `weight` (0 = no evidence:
-    unobservable, ambiguous, another object's, too little contrast). `blob` (bool) is the colour
-    segmentation, which starts the fit."""
+    unobservable, ambiguous, another object's, hidden, too little contrast). `blob` (bool) is the
+    colour segmentation, which starts the fit."""
     if int(blob.sum()) < MIN_BLOB_PX:
         return None
     ys, xs = np.nonzero(blob)
@@ -357,15 +446,81 @@ def _union_coverage(camera: Camera, bodies: list[BodyPrior], Xs, Rs, cx: np.ndar
     return out
 
 
+@dataclass
+class LimbModel:
+    """How an object's outline differs in colour from its interior, by outline direction: shading
+    changes towards a limb (a lit face darkens at grazing light, a sphere's rim falls off), so the
+    colour two pixels inside — what `luma_alpha` takes for the object — is not the colour that blends
+    with the background at the rim, and the fit would lean towards the side where they differ less.
+    Learned on the condition frame, where the body's pose and mask are known; lighting is static.
+    `delta[k]`: rim colour minus interior colour (weighted YCbCr) for directions in bin k (NaN where
+    unknown)."""
+    delta: np.ndarray     # (LIMB_BINS, 3)
+
+    def correction(self, angles: np.ndarray) -> np.ndarray:
+        k = np.floor((angles + np.pi) / (2 * np.pi) * LIMB_BINS).astype(int) % LIMB_BINS
+        return self.delta[k]
+
+
+def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, image: np.ndarray,
+                     plate: np.ndarray, usable: np.ndarray) -> LimbModel | None:
+    """Learn a `LimbModel` from a frame where the body's pose is known (the condition frame):
+    rim pixels (exact coverage from the silhouette, 4×4 samples per pixel) solved for the object
+    colour that blends with the plate, α·o + (1 − α)·b, per outline direction, against the colour
+    two pixels inside. `usable`: pixels that show only this body and the plate (no other object, no
+    shadow, nothing hidden)."""
+    poly = camera.silhouette(body, centre, R)
+    if poly is None:
+        return None
+    h, w = image.shape[:2]
+    x0, y0 = max(int(np.floor(poly[:, 0].min())) - 3, 0), max(int(np.floor(poly[:, 1].min())) - 3, 0)
+    x1, y1 = min(int(np.ceil(poly[:, 0].max())) + 4, w), min(int(np.ceil(poly[:, 1].max())) + 4, h)
+    if x1 - x0 < 8 or y1 - y0 < 8:
+        return None
+    gy, gx = np.mgrid[y0:y1, x0:x1]
+    sd = signed_distance(poly, gx.ravel() + 0.5, gy.ravel() + 0.5).reshape(gy.shape)
+    rim = (sd > -0.75) & (sd < 1.5) & usable[y0:y1, x0:x1]
+    ry, rx = np.nonzero(rim)
+    if ry.size < LIMB_MIN_PIXELS:
+        return None
+    cover = np.zeros(ry.size)
+    offs = (np.arange(4) + 0.5) / 4
+    for dy in offs:
+        for dx in offs:
+            cover += signed_distance(poly, rx + x0 + dx, ry + y0 + dy) >= 0
+    cover /= 16.0
+    ok = cover >= 0.5
+    ry, rx, cover = ry[ok], rx[ok], cover[ok]
+    inside = rasterise(poly, (h, w))[y0:y1, x0:x1].astype(np.uint8)
+    inner = cv2.erode(inside, np.ones((3, 3), np.uint8), iterations=2)
+    if not inner.any() or ry.size < LIMB_MIN_PIXELS:
+        return None
+    ny, nx = nearest_inside(inner)
+    c = weighted_ycc(image[y0:y1, x0:x1], FIT_CHROMA_WEIGHT)
+    b = weighted_ycc(plate[y0:y1, x0:x1], FIT_CHROMA_WEIGHT)
+    rim_colour = b[ry, rx] + (c[ry, rx] - b[ry, rx]) / cover[:, None]
+    diff = rim_colour - c[ny[ry, rx], nx[ry, rx]]
+    angles = outline_direction(poly, rx + x0 + 0.5, ry + y0 + 0.5)
+    k = np.floor((angles + np.pi) / (2 * np.pi) * LIMB_BINS).astype(int) % LIMB_BINS
+    delta = np.full((LIMB_BINS, 3), np.nan)
+    for j in range(LIMB_BINS):
+        sel = k == j
+        if sel.sum() >= LIMB_MIN_PIXELS:
+            delta[j] = np.median(diff[sel], axis=0)
+    return LimbModel(delta) if np.isfinite(delta).any() else None
+
+
 def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contrast: float = 6.0,
-               image_ycc: np.ndarray | None = None, plate_ycc: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+               image_ycc: np.ndarray | None = None, plate_ycc: np.ndarray | None = None,
+               rim_shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-pixel object fraction α: the pixel as a blend α·o + (1 − α)·b of the plate b and the
     object colour o of the nearest pixel well inside `blob` (a pixel that is no such blend but far
     from the plate is a shaded limb: α = 1); colours in luma and chroma with chroma at
     `FIT_CHROMA_WEIGHT` (H.264 4:2:0 keeps luma at full resolution, its chroma bleeds a pixel or two
     past an edge, but a lit rim can differ from the background in hue alone). Returns (α clipped to [0, 1], weight in [0, 1] growing with the contrast |o − b|).
-    `image_ycc`, `plate_ycc`: the two already converted (`weighted_ycc`), when the caller has them."""
+    `image_ycc`, `plate_ycc`: the two already converted (`weighted_ycc`), when the caller has them.
+    `rim_shift` (H, W, 3): added to the interior colour where finite — the rim's shading relative to
+    the interior (`LimbModel`), so that a rim pixel is read against the colour that blends there."""
     c = weighted_ycc(image, FIT_CHROMA_WEIGHT) if image_ycc is None else image_ycc
     b = weighted_ycc(plate, FIT_CHROMA_WEIGHT) if plate_ycc is None else plate_ycc
     # the object colour is read two pixels inside the blob: a blob one or two pixels too large
@@ -378,6 +533,8 @@ def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contr
         inner = thinner
     ny, nx = nearest_inside(inner)
     o = c[ny, nx]
+    if rim_shift is not None:
+        o = o + np.nan_to_num(rim_shift, nan=0.0).astype(np.float32)
     ob = o - b
     dc = c - b
 
@@ -446,7 +603,8 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
                       image: np.ndarray, plate: np.ndarray,
                       allowed: np.ndarray, ambiguous: np.ndarray, unobservable: np.ndarray | None,
                       time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU,
-                      keep_rims: bool = False) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
+                      keep_rims: bool = False, scene_depth: np.ndarray | None = None,
+                      limbs: dict[str, LimbModel] | None = None) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
     """Refine per-object masks with their rigid silhouettes (see the module docstring).
 
     `allowed`: pixels the silhouette may claim (changed from the plate, or shadow-like; everything on
@@ -456,7 +614,9 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     several starting splits. `keep_rims`: the mask is the whole silhouette plus the blob's pixels
     within one pixel outside its outline; blob pixels farther out are dropped (on a white
     background, where nothing occludes and colour places rims well, but shading at a limb can bias
-    the fit by a pixel). Returns (masks, image centres of the fitted bodies, notes).
+    the fit by a pixel). `scene_depth`: the static scene's depth (see `EvalCase.scene_depth`), which
+    tells the pixels a support hides. `limbs`: per object, its rim shading (`LimbModel`). Returns
+    (masks, image centres of the fitted bodies, notes).
 
     Works on the region around the blobs only (a crop with the camera's principal point moved), so
     its cost follows the objects' size, not the frame's."""
@@ -480,7 +640,8 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     K[1, 2] -= y0
     sub, centres, notes = _apply_in_roi(
         {k: m[roi] for k, m in masks.items()}, bodies, Camera(K, camera.E), image[roi], plate[roi], allowed[roi],
-        ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims)
+        ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
+        None if scene_depth is None else scene_depth[roi], limbs)
     out = {}
     for k, m in masks.items():
         full = m.copy()
@@ -490,7 +651,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
 
 
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
-                  keep_rims):
+                  keep_rims, scene_depth, limbs):
     shape = next(iter(masks.values())).shape
     notes: list[str] = []
     taken_all = np.zeros(shape, bool)
@@ -503,8 +664,33 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     image_ycc, plate_ycc = weighted_ycc(image, FIT_CHROMA_WEIGHT), weighted_ycc(plate, FIT_CHROMA_WEIGHT)
     unsure = ambiguous | dark                  # shadow-like: the object's dark side or a cast shadow
 
-    def evidence(blob: np.ndarray, own: np.ndarray):
-        alpha, weight = luma_alpha(image, plate, blob, image_ycc=image_ycc, plate_ycc=plate_ycc)
+    def rim_shift(starts: list[tuple[str, tuple[float, float]]]) -> np.ndarray | None:
+        """The learned rim shading (`LimbModel`) of each body around its outline at its start."""
+        out = None
+        for oid, uv in starts:
+            model = (limbs or {}).get(oid)
+            b = bodies[oid]
+            X = None if model is None else camera.ray_plane(uv, b.plane_point, b.plane_normal)
+            poly = None if X is None else camera.silhouette(b, X, b.candidate_attitudes(time)[0], coarse=True)
+            if poly is None:
+                continue
+            px0, py0 = max(int(poly[:, 0].min()) - 3, 0), max(int(poly[:, 1].min()) - 3, 0)
+            px1, py1 = min(int(poly[:, 0].max()) + 4, shape[1]), min(int(poly[:, 1].max()) + 4, shape[0])
+            if px1 <= px0 or py1 <= py0:
+                continue
+            gy, gx = np.mgrid[py0:py1, px0:px1]
+            xs, ys = gx.ravel() + 0.5, gy.ravel() + 0.5
+            near_rim = np.abs(signed_distance(poly, xs, ys)) < 2.5
+            if out is None:
+                out = np.full(shape + (3,), np.nan, np.float32)
+            sub = out[py0:py1, px0:px1].reshape(-1, 3)
+            sub[near_rim] = model.correction(outline_direction(poly, xs[near_rim], ys[near_rim]))
+            out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
+        return out
+
+    def evidence(blob: np.ndarray, own: np.ndarray, starts: list[tuple[str, tuple[float, float]]] = ()):
+        alpha, weight = luma_alpha(image, plate, blob, image_ycc=image_ycc, plate_ycc=plate_ycc,
+                                   rim_shift=rim_shift(starts) if limbs else None)
         # blob pixels outside the silhouette stay only on luma evidence (or, where luma cannot
         # tell, on hue), never when they look like the plate in shadow
         keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (hue >= HUE_EVIDENCE))) & ~unsure
@@ -514,7 +700,71 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             weight[unobservable] = 0.0
         return alpha, weight, keep
 
+    def hidden_at(ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None) -> np.ndarray:
+        """Pixels the scene hides of these bodies, at fitted poses or at image start positions."""
+        out = np.zeros(shape, bool)
+        if scene_depth is None:
+            return out
+        for i, oid in enumerate(ids):
+            b = bodies[oid]
+            if fs is not None:
+                X, R = fs[i].centre, fs[i].attitude
+            else:
+                X, R = camera.ray_plane(starts[i], b.plane_point, b.plane_normal), b.candidate_attitudes(time)[0]
+                if X is None:
+                    continue
+            out |= hidden_pixels(camera, b, X, R, scene_depth)
+        return out
+
+    def visible_start(oid: str, blob: np.ndarray) -> tuple[float, float]:
+        """Where to start a body that a support may hide: the image position whose visible silhouette
+        (the part the scene does not hide) has the blob's centroid. The blob's own centroid sits off
+        the body's centre by the hidden part, and a fit started there can settle with the silhouette
+        beside the occluder instead of behind it."""
+        ys, xs = np.nonzero(blob)
+        target = np.array([xs.mean() + 0.5, ys.mean() + 0.5])
+        uv = target.copy()
+        if scene_depth is None:
+            return float(uv[0]), float(uv[1])
+        b = bodies[oid]
+        R = b.candidate_attitudes(time)[0]
+        for _step in range(4):
+            X = camera.ray_plane(tuple(uv), b.plane_point, b.plane_normal)
+            poly = None if X is None else camera.silhouette(b, X, R, coarse=True)
+            if poly is None:
+                break
+            seen = rasterise(poly, shape) & ~hidden_pixels(camera, b, X, R, scene_depth)
+            if seen.sum() < MIN_BLOB_PX:
+                break
+            vy, vx = np.nonzero(seen)
+            shift = target - (np.array([vx.mean(), vy.mean()]) + 0.5)
+            uv = uv + shift
+            if float(np.hypot(*shift)) < 0.25:
+                break
+        return float(uv[0]), float(uv[1])
+
+    def fit_visible(ids: list[str], blob: np.ndarray, alpha: np.ndarray, weight: np.ndarray,
+                    starts: list[list[tuple[float, float]]]) -> tuple[list[Fit] | None, np.ndarray]:
+        """Fit, find what the scene hides of the fitted bodies, refit without those pixels, until the
+        hidden set settles. Returns the fits and the hidden pixels."""
+        hidden = hidden_at(ids, None, starts[0])
+        fs = None
+        for _round in range(OCCLUSION_ROUNDS if scene_depth is not None else 1):
+            w = weight.copy()
+            w[hidden] = 0.0
+            fs = fit_bodies(camera, [bodies[i] for i in ids], starts, blob, alpha, w, time)
+            if fs is None or scene_depth is None:
+                break
+            now = hidden_at(ids, fs, None)
+            settled = int((now ^ hidden).sum()) <= OCCLUSION_SETTLED_PX
+            hidden = now
+            if settled:
+                break
+            starts = [[f.image_centre for f in fs]]
+        return fs, hidden
+
     joint: set[str] = set()
+    hidden: dict[str, np.ndarray] = {}
     for group in alike or ():
         ids = [i for i in group if i in bodies and masks.get(i) is not None and masks[i].any()]
         if len(ids) != 2:
@@ -524,28 +774,30 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         touching = (cv2.dilate(masks[a].astype(np.uint8), np.ones((3, 3), np.uint8)) > 0) & masks[b]
         if not touching.any():
             continue
-        alpha, weight, keep = evidence(union, union)
-        fs = fit_bodies(camera, [bodies[a], bodies[b]], _split_starts(masks[a], masks[b], union), union, alpha,
-                        weight, time)
+        splits = _split_starts(masks[a], masks[b], union)
+        alpha, weight, keep = evidence(union, union, list(zip((a, b), splits[0])))
+        fs, hid = fit_visible([a, b], union, alpha, weight, splits)
         if fs is None or fs[0].iou < min_iou:
             notes.append(f"{a}, {b}: rigid silhouettes disagree with their joint blob; shape prior not applied")
             continue
         for oid, f in zip((a, b), fs):
-            fits[oid], strong[oid] = f, keep
+            fits[oid], strong[oid], hidden[oid] = f, keep, hid
             joint.add(oid)
     for oid, m in masks.items():
         body = bodies.get(oid)
-        if body is None or not m.any() or oid in joint:
+        if body is None or int(m.sum()) < MIN_BLOB_PX or oid in joint:
             continue
-        alpha, weight, strong[oid] = evidence(m, m)
-        f = fit_body(camera, body, m, alpha, weight, time)
-        if f is None:
+        start = visible_start(oid, m)
+        alpha, weight, strong[oid] = evidence(m, m, [(oid, start)])
+        fs, hid = fit_visible([oid], m, alpha, weight, [[start]])
+        if fs is None:
             continue
+        f = fs[0]
         if f.iou < min_iou:
             notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                          "shape prior not applied")
             continue
-        fits[oid] = f
+        fits[oid], hidden[oid] = f, hid
     if not fits:
         return masks, {}, notes
     out = dict(masks)
@@ -557,10 +809,13 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         for k, n in near.items():
             if k != oid:
                 others |= n
+        # a hidden pixel is the body's only where colour clearly shows the object (the fitted pose
+        # may be a pixel off where a support meets it)
+        visible = ~hidden[oid] | (masks[oid] & strong[oid])
         if keep_rims:
-            out[oid] = (templates[oid] & allowed & ~others) | (masks[oid] & near[oid])
+            out[oid] = (templates[oid] & allowed & ~others & visible) | (masks[oid] & near[oid])
         else:
-            out[oid] = (templates[oid] & allowed) | (masks[oid] & ~near[oid] & ~others & strong[oid])
+            out[oid] = ((templates[oid] & allowed & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
     # where silhouettes overlap, the body nearer to the camera is the one seen
     order = sorted(fits, key=lambda oid: camera.depth(fits[oid].centre))
     claimed = np.zeros(shape, bool)

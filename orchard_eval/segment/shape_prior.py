@@ -261,11 +261,11 @@ def signed_distance(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndar
     return _edge_distances(poly, xs, ys)[0].min(axis=1)
 
 
-def outline_direction(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Angle (radians, image axes) of the outward normal of the polygon edge nearest to each point."""
+def outline_field(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(signed distance, angle in radians of the outward normal of the nearest edge) per point."""
     d, ex, ey = _edge_distances(poly, xs, ys)
     k = d.argmin(axis=1)
-    return np.arctan2(-ex[k], ey[k])
+    return d[np.arange(d.shape[0]), k], np.arctan2(-ex[k], ey[k])
 
 
 def _edge_distances(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray):
@@ -275,23 +275,41 @@ def _edge_distances(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray):
     ln = np.hypot(ex, ey)
     keep = ln > 1e-9
     a, ex, ey, ln = a[keep], ex[keep], ey[keep], ln[keep]
-    # positive on the left of a→b with y pointing down means the interior for our orientation
-    d = (ex[None, :] * (ys[:, None] - a[None, :, 1]) - ey[None, :] * (xs[:, None] - a[None, :, 0])) / ln[None, :]
+    # positive on the left of a→b with y pointing down means the interior for our orientation:
+    # d = (ex·(y − ay) − ey·(x − ax)) / |e| = x·nx + y·ny + c per edge (plain broadcasting: a BLAS
+    # product here would start threads in every worker process of a parallel run)
+    nx, ny, c = -ey / ln, ex / ln, (ey * a[:, 0] - ex * a[:, 1]) / ln
+    d = np.asarray(xs, np.float64)[:, None] * nx[None, :]
+    d += np.asarray(ys, np.float64)[:, None] * ny[None, :]
+    d += c[None, :]
     return d, ex, ey
 
 
 def rasterise(poly: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Pixels whose centre lies inside the polygon (what a renderer's instance mask holds)."""
+    """Pixels whose centre lies inside the convex polygon (what a renderer's instance mask holds):
+    per pixel row, the span between the outline's two crossings of the row's centre line."""
     h, w = shape
     out = np.zeros(shape, bool)
-    x0, y0 = np.floor(poly.min(axis=0)).astype(int) - 1
-    x1, y1 = np.ceil(poly.max(axis=0)).astype(int) + 2
-    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
-    if x1 <= x0 or y1 <= y0:
+    y0 = max(int(np.floor(poly[:, 1].min())) - 1, 0)
+    y1 = min(int(np.ceil(poly[:, 1].max())) + 2, h)
+    if y1 <= y0:
         return out
-    ys, xs = np.mgrid[y0:y1, x0:x1]
-    sd = signed_distance(poly, xs.ravel() + 0.5, ys.ravel() + 0.5)
-    out[y0:y1, x0:x1] = (sd >= 0).reshape(ys.shape)
+    yc = np.arange(y0, y1) + 0.5
+    a, b = poly, np.roll(poly, -1, axis=0)
+    lo_y, hi_y = np.minimum(a[:, 1], b[:, 1]), np.maximum(a[:, 1], b[:, 1])
+    dy = b[:, 1] - a[:, 1]
+    crosses = (yc[:, None] >= lo_y[None]) & (yc[:, None] <= hi_y[None]) & (np.abs(dy)[None] > 1e-12)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = a[None, :, 0] + (yc[:, None] - a[None, :, 1]) * ((b[:, 0] - a[:, 0]) / dy)[None]
+    left = np.where(crosses, x, np.inf).min(axis=1)
+    right = np.where(crosses, x, -np.inf).max(axis=1)
+    # columns j with left <= j + 0.5 <= right
+    for r, (lft, rgt) in enumerate(zip(left, right)):
+        if not np.isfinite(lft) or rgt < lft:
+            continue
+        j0, j1 = max(int(np.ceil(lft - 0.5)), 0), min(int(np.floor(rgt - 0.5)) + 1, w)
+        if j1 > j0:
+            out[y0 + r, j0:j1] = True
     return out
 
 
@@ -500,7 +518,7 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
     b = weighted_ycc(plate[y0:y1, x0:x1], FIT_CHROMA_WEIGHT)
     rim_colour = b[ry, rx] + (c[ry, rx] - b[ry, rx]) / cover[:, None]
     diff = rim_colour - c[ny[ry, rx], nx[ry, rx]]
-    angles = outline_direction(poly, rx + x0 + 0.5, ry + y0 + 0.5)
+    angles = outline_field(poly, rx + x0 + 0.5, ry + y0 + 0.5)[1]
     k = np.floor((angles + np.pi) / (2 * np.pi) * LIMB_BINS).astype(int) % LIMB_BINS
     delta = np.full((LIMB_BINS, 3), np.nan)
     for j in range(LIMB_BINS):
@@ -679,12 +697,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             if px1 <= px0 or py1 <= py0:
                 continue
             gy, gx = np.mgrid[py0:py1, px0:px1]
-            xs, ys = gx.ravel() + 0.5, gy.ravel() + 0.5
-            near_rim = np.abs(signed_distance(poly, xs, ys)) < 2.5
+            sd, angle = outline_field(poly, gx.ravel() + 0.5, gy.ravel() + 0.5)
+            near_rim = np.abs(sd) < 2.5
             if out is None:
                 out = np.full(shape + (3,), np.nan, np.float32)
             sub = out[py0:py1, px0:px1].reshape(-1, 3)
-            sub[near_rim] = model.correction(outline_direction(poly, xs[near_rim], ys[near_rim]))
+            sub[near_rim] = model.correction(angle[near_rim])
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
@@ -733,7 +751,10 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             poly = None if X is None else camera.silhouette(b, X, R, coarse=True)
             if poly is None:
                 break
-            seen = rasterise(poly, shape) & ~hidden_pixels(camera, b, X, R, scene_depth)
+            hid = hidden_pixels(camera, b, X, R, scene_depth)
+            if _step == 0 and not hid.any():
+                break          # nothing hides the body here: the blob's centroid is the start
+            seen = rasterise(poly, shape) & ~hid
             if seen.sum() < MIN_BLOB_PX:
                 break
             vy, vx = np.nonzero(seen)

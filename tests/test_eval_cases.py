@@ -154,3 +154,20 @@ def test_case_id_mismatch_and_broken_json(orchard_root, tmp_path):
     (root / "cases" / ORCH_ID / "case.json").write_text("{not json")
     with pytest.raises(CaseFormatError):
         load_case(root / "cases" / ORCH_ID)
+
+
+def test_first_map_reads_frame_zero_of_a_stack_without_the_rest(tmp_path):
+    from orchard_eval.cases import CaseFormatError
+    from orchard_eval.readers._common import first_map
+
+    stack = np.random.default_rng(1).random((5, 7, 9)).astype(np.float32)
+    np.savez_compressed(tmp_path / "depth.npz", maps=stack)
+    assert np.array_equal(first_map(tmp_path / "depth.npz"), stack[0])
+    assert first_map(tmp_path / "absent.npz") is None
+    np.savez_compressed(tmp_path / "flat.npz", maps=stack[0])
+    (tmp_path / "broken.npz").write_bytes((tmp_path / "depth.npz").read_bytes()[:100])
+    for bad in ("flat.npz", "broken.npz"):
+        with pytest.raises(CaseFormatError):
+            first_map(tmp_path / bad)
+    with pytest.raises(CaseFormatError):
+        first_map(tmp_path / "depth.npz", key="other")

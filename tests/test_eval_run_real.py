@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from calibration_helpers import at_rest, rollout0_metrics
 
@@ -121,3 +122,22 @@ def test_prompts_and_image_oracle_on_real_cases(built, tmp_path):
     pred = tmp_path / "img"
     assert main(["baseline", "--kind", "oracle", "--cases", str(ds), "--out", str(pred), "--protocol", "image"]) == 0
     assert main(["validate-predictions", "--cases", str(ds), "--predictions", str(pred)]) == 0
+
+
+def test_scene_depth_and_rim_models_on_built_cases(built):
+    """Real built cases carry the static scene's depth (finite off the objects, +inf on them) and give
+    every fitted body a rim model learned on the condition frame; both are built once per case."""
+    from orchard_eval.cases import load_dataset
+    from orchard_eval.segment.classical import context_for_case
+
+    _, ds = built
+    data = load_dataset(ds)
+    assert data.cases
+    for case in data.cases.values():
+        depth = case.scene_depth()
+        assert depth is not None and depth.shape == (case.frame_size[1], case.frame_size[0])
+        inst = case.gt_instances(0)
+        assert np.isinf(depth[inst > 0]).all() and np.isfinite(depth[inst == 0]).mean() > 0.99
+        ctx = context_for_case(case, "deduction")
+        assert ctx.scene_depth is depth and set(ctx.limbs) <= set(ctx.bodies) and ctx.limbs
+        assert context_for_case(case, "deduction").bodies is ctx.bodies      # built once per case

@@ -74,8 +74,9 @@ def test_oracle_calibration(results):
         assert fg[cid]["mask_iou"] >= 0.95, (cid, fg[cid])
 
 
-@pytest.mark.xfail(reason="in-scene masks: shaded limbs and cast shadows bias the silhouette fit by a few tenths "
-                          "of a pixel on some objects; see docs/evaluation.md", strict=False)
+@pytest.mark.xfail(reason="in-scene masks: low contrast on a lit side and shading that changes along the "
+                          "flight bias the silhouette fit by tenths of a pixel on some objects; see docs/evaluation.md",
+                   strict=False)
 def test_oracle_reaches_098_everywhere(results):
     for st in ("perception_graphic", "formulation_graphic", "deduction"):
         for cid, m in rollout0_metrics(results["oracle"], st).items():
@@ -125,14 +126,16 @@ def test_prompts_and_image_oracle_on_real_cases(built, tmp_path):
 
 
 def test_scene_depth_and_rim_models_on_built_cases(built):
-    """Real built cases carry the static scene's depth (finite off the objects, +inf on them) and give
-    every fitted body a rim model learned on the condition frame; both are built once per case."""
+    """Real built cases carry the static scene's depth (finite off the objects, +inf on them), give
+    every fitted body a rim model and, where the condition frame shows cast shadows, a light that
+    explains them; all are built once per case."""
     from orchard_eval.cases import load_dataset
     from orchard_eval.segment.classical import context_for_case
 
     _, ds = built
     data = load_dataset(ds)
     assert data.cases
+    lights = []
     for case in data.cases.values():
         depth = case.scene_depth()
         assert depth is not None and depth.shape == (case.frame_size[1], case.frame_size[0])
@@ -141,3 +144,7 @@ def test_scene_depth_and_rim_models_on_built_cases(built):
         ctx = context_for_case(case, "deduction")
         assert ctx.scene_depth is depth and set(ctx.limbs) <= set(ctx.bodies) and ctx.limbs
         assert context_for_case(case, "deduction").bodies is ctx.bodies      # built once per case
+        lights.append(ctx.shadows)
+    assert any(s is not None for s in lights)
+    for s in lights:
+        assert s is None or (s.agreement >= 0.5 and s.light[2] < 0)       # a sun shines downwards

@@ -31,6 +31,8 @@ class SegmentContext:
     scene_depth: np.ndarray | None = None
     # object id -> its rim shading (segment.shape_prior.LimbModel), learned on the condition frame
     limbs: dict = field(default_factory=dict)
+    # where the objects' cast shadows fall (segment.shadows.CastShadows), fitted on the condition frame
+    shadows: object | None = None
     cache: dict = field(default_factory=dict, repr=False)
 
     @property

@@ -17,6 +17,8 @@ Rigid shape prior (in-scene frames, where the case declares each object's primit
 camera; `shape_prior.py`): each object's position is fitted to the frame on its GT motion plane
 and its exact silhouette decides the pixels colour leaves open — rims blended by anti-aliasing and
 H.264, an unlit side with the colour of the support in shadow — never a pixel that shows the plate.
+Per case, from the condition frame: the scene's depth (supports that hide a body), each body's rim
+shading (`shape_prior.LimbModel`) and the light that casts the objects' shadows (`shadows.py`).
 
 Assignment to objects: colour models (joint L·a*·b* histograms, coarse in L, smoothed) are built from
 a reference image with per-object masks (the case's condition frame or reference answer). Objects
@@ -38,8 +40,9 @@ from scipy.optimize import linear_sum_assignment
 from .base import SegmentContext, Segmentation
 from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, answer_overlay_mask
-from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior, hidden_pixels,
-                          learn_limb_model, quat_to_matrix)
+from .shadows import CastShadows, cast_shadows
+from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior, darkened_plate,
+                          hidden_pixels, learn_limb_model, quat_to_matrix)
 
 L_BINS, AB_BINS = 4, 16
 N_BINS = L_BINS * AB_BINS * AB_BINS
@@ -615,7 +618,9 @@ class ClassicalSegmenter:
                     masks, ctx.bodies, ctx.camera, image, ctx.background, allowed=eligible,
                     ambiguous=shadow_like, unobservable=ignore, time=ctx.time, alike=alike,
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
-                    and ctx.scene_depth.shape == image.shape[:2] else None, limbs=ctx.limbs)
+                    and ctx.scene_depth.shape == image.shape[:2] else None, limbs=ctx.limbs,
+                    shadows=ctx.shadows if ctx.shadows is not None
+                    and ctx.shadows.points.shape[:2] == image.shape[:2] else None)
             else:
                 everything = np.ones(image.shape[:2], bool)
                 masks, centres, prior_notes = apply_shape_prior(
@@ -669,11 +674,23 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
     depth = case.scene_depth() if bodies else None
     if depth is not None and depth.shape != (case.frame_size[1], case.frame_size[0]):
         depth = None     # a depth map at another resolution than the frames cannot be trusted per pixel
+    usable = bool(bodies) and ref is not None and ref.shape == plate.shape
     limbs = case.memo("limb_models", lambda: limb_models(case, camera, bodies, ref, masks, plate, depth)) \
-        if bodies and ref is not None and ref.shape == plate.shape else {}
+        if usable else {}
+    shadows = case.memo("cast_shadows", lambda: case_shadows(case, camera, bodies, ref, masks, plate, depth)) \
+        if usable and depth is not None else None
     return SegmentContext(ids, ref, masks, background=plate, priors=priors, exclude_rgb=exclude,
-                          bodies=bodies, camera=camera, scene_depth=depth, limbs=limbs,
+                          bodies=bodies, camera=camera, scene_depth=depth, limbs=limbs, shadows=shadows,
                           time=case.target_time if subtrack == "formulation_graphic" else None)
+
+
+def case_shadows(case, camera, bodies, frame0, masks0, plate, scene_depth) -> CastShadows | None:
+    """Where the case's cast shadows fall (`segment.shadows`): the light fitted on the condition frame."""
+    tracks = case.object_tracks()
+    if camera is None or tracks is None:
+        return None
+    pos, _ = tracks.at(0.0)
+    return cast_shadows(camera, bodies, pos, frame0, masks0, plate, scene_depth, darkened_plate)
 
 
 def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, masks0: dict[str, np.ndarray],

@@ -69,6 +69,7 @@ LIMB_MIN_PIXELS = 4     # rim pixels a direction needs before its shading is tru
 OCCLUSION_TOL_PX = 1.0  # the scene hides a body where it is nearer than its front by this (pixels at its depth)
 OCCLUSION_ROUNDS = 3    # fit ↔ hidden-pixel iterations at most
 OCCLUSION_SETTLED_PX = 2  # ... stopped once the hidden set changes by no more pixels than this
+SHADOW_SETTLED_PX = 8   # ... and the distrusted shadow pixels (a widened band: a few pixels move with the pose)
 
 
 def quat_to_matrix(q) -> np.ndarray:
@@ -622,7 +623,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
                       allowed: np.ndarray, ambiguous: np.ndarray, unobservable: np.ndarray | None,
                       time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU,
                       keep_rims: bool = False, scene_depth: np.ndarray | None = None,
-                      limbs: dict[str, LimbModel] | None = None) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
+                      limbs: dict[str, LimbModel] | None = None, shadows=None) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
     """Refine per-object masks with their rigid silhouettes (see the module docstring).
 
     `allowed`: pixels the silhouette may claim (changed from the plate, or shadow-like; everything on
@@ -633,7 +634,9 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     within one pixel outside its outline; blob pixels farther out are dropped (on a white
     background, where nothing occludes and colour places rims well, but shading at a limb can bias
     the fit by a pixel). `scene_depth`: the static scene's depth (see `EvalCase.scene_depth`), which
-    tells the pixels a support hides. `limbs`: per object, its rim shading (`LimbModel`). Returns
+    tells the pixels a support hides. `limbs`: per object, its rim shading (`LimbModel`). `shadows`:
+    where the bodies' cast shadows fall (`segment.shadows.CastShadows`); with it, shadow-like pixels
+    are distrusted only there, and a body's unlit side elsewhere is evidence again. Returns
     (masks, image centres of the fitted bodies, notes).
 
     Works on the region around the blobs only (a crop with the camera's principal point moved), so
@@ -659,7 +662,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     sub, centres, notes = _apply_in_roi(
         {k: m[roi] for k, m in masks.items()}, bodies, Camera(K, camera.E), image[roi], plate[roi], allowed[roi],
         ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
-        None if scene_depth is None else scene_depth[roi], limbs)
+        None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi))
     out = {}
     for k, m in masks.items():
         full = m.copy()
@@ -669,7 +672,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
 
 
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
-                  keep_rims, scene_depth, limbs):
+                  keep_rims, scene_depth, limbs, shadows):
     shape = next(iter(masks.values())).shape
     notes: list[str] = []
     taken_all = np.zeros(shape, bool)
@@ -680,7 +683,37 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     hue = chroma_distance(image, plate)
     dark = darkened_plate(image, plate, chroma=hue)
     image_ycc, plate_ycc = weighted_ycc(image, FIT_CHROMA_WEIGHT), weighted_ycc(plate, FIT_CHROMA_WEIGHT)
-    unsure = ambiguous | dark                  # shadow-like: the object's dark side or a cast shadow
+    shadow_like = ambiguous | dark             # the object's dark side or a cast shadow
+    # without a shadow model every shadow-like pixel is distrusted; with one, only those where the
+    # bodies' shadows fall (recomputed with the poses in `fit_visible`)
+    unsure = shadow_like if shadows is None else np.zeros(shape, bool)
+    base_poses: dict[str, tuple] = {}
+    if shadows is not None:
+        for oid, m in masks.items():
+            b = bodies.get(oid)
+            if b is None or int(m.sum()) < MIN_BLOB_PX:
+                continue
+            ys, xs = np.nonzero(m)
+            X = camera.ray_plane((float(xs.mean()) + 0.5, float(ys.mean()) + 0.5), b.plane_point, b.plane_normal)
+            if X is not None:
+                base_poses[oid] = (b, X, b.candidate_attitudes(time)[0])
+
+    def shadow_zone(poses: dict[str, tuple]) -> np.ndarray:
+        """The shadow-like pixels to distrust with the bodies at these poses: only those where the
+        bodies' shadows fall (the camera sees a body, not the shadow behind it), widened by 2 px for
+        the penumbra and a pose a pixel off. A body's unlit side elsewhere is evidence again."""
+        if shadows is None or not poses:
+            return unsure
+        seen = np.zeros(shape, bool)
+        for b, X, R in poses.values():
+            poly = camera.silhouette(b, X, R, coarse=True)
+            if poly is not None:
+                seen |= rasterise(poly, shape)
+        # only shadow-like pixels near the bodies or in a blob matter (the fit reads those)
+        near = ((cv2.dilate(seen.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0) | taken_all) & ~seen
+        cand = cv2.dilate((shadow_like & near).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        cast = shadows.pixels(list(poses.values()), where=cand & ~seen)
+        return shadow_like & (cv2.dilate(cast.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
 
     def rim_shift(starts: list[tuple[str, tuple[float, float]]]) -> np.ndarray | None:
         """The learned rim shading (`LimbModel`) of each body around its outline at its start."""
@@ -764,25 +797,49 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                 break
         return float(uv[0]), float(uv[1])
 
+    def poses_of(ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]]) -> dict[str, tuple]:
+        poses = dict(base_poses)
+        for i, oid in enumerate(ids):
+            b = bodies[oid]
+            if fs is not None:
+                poses[oid] = (b, fs[i].centre, fs[i].attitude)
+            else:
+                X = camera.ray_plane(starts[i], b.plane_point, b.plane_normal)
+                if X is not None:
+                    poses[oid] = (b, X, b.candidate_attitudes(time)[0])
+        return poses
+
     def fit_visible(ids: list[str], blob: np.ndarray, alpha: np.ndarray, weight: np.ndarray,
-                    starts: list[list[tuple[float, float]]]) -> tuple[list[Fit] | None, np.ndarray]:
-        """Fit, find what the scene hides of the fitted bodies, refit without those pixels, until the
-        hidden set settles. Returns the fits and the hidden pixels."""
+                    starts: list[list[tuple[float, float]]]) -> tuple[list[Fit] | None, np.ndarray, np.ndarray]:
+        """Fit; find what the scene hides of the fitted bodies and where their shadows fall; refit
+        without those pixels, until both settle. Returns the fits, the hidden pixels and the
+        distrusted shadow-like pixels."""
         hidden = hidden_at(ids, None, starts[0])
+        zone = shadow_zone(poses_of(ids, None, starts[0]))
+        zone_at = np.array(starts[0], float)       # where the bodies were when `zone` was found
+        window = (weight > 0) & (cv2.dilate(blob.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0)
         fs = None
-        for _round in range(OCCLUSION_ROUNDS if scene_depth is not None else 1):
+        rounds = OCCLUSION_ROUNDS if scene_depth is not None or shadows is not None else 1
+        for _round in range(rounds):
             w = weight.copy()
-            w[hidden] = 0.0
+            w[hidden | zone] = 0.0
             fs = fit_bodies(camera, [bodies[i] for i in ids], starts, blob, alpha, w, time)
-            if fs is None or scene_depth is None:
+            if fs is None or rounds == 1:
                 break
             now = hidden_at(ids, fs, None)
-            settled = int((now ^ hidden).sum()) <= OCCLUSION_SETTLED_PX
-            hidden = now
+            now_zone = zone
+            fitted_at = np.array([f.image_centre for f in fs])
+            if shadows is not None and np.max(np.hypot(*(fitted_at - zone_at).T)) > 1.0:
+                # the zone is widened by 2 px: a body that moved less keeps it
+                now_zone, zone_at = shadow_zone(poses_of(ids, fs, starts[0])), fitted_at
+            # only a change the fit can see (a weighted pixel in its window) calls for a refit
+            settled = (int((now ^ hidden).sum()) <= OCCLUSION_SETTLED_PX
+                       and int(((now_zone ^ zone) & window).sum()) <= SHADOW_SETTLED_PX)
+            hidden, zone = now, now_zone
             if settled:
                 break
             starts = [[f.image_centre for f in fs]]
-        return fs, hidden
+        return fs, hidden, zone
 
     joint: set[str] = set()
     hidden: dict[str, np.ndarray] = {}
@@ -797,20 +854,21 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             continue
         splits = _split_starts(masks[a], masks[b], union)
         alpha, weight, keep = evidence(union, union, list(zip((a, b), splits[0])))
-        fs, hid = fit_visible([a, b], union, alpha, weight, splits)
+        fs, hid, zone = fit_visible([a, b], union, alpha, weight, splits)
         if fs is None or fs[0].iou < min_iou:
             notes.append(f"{a}, {b}: rigid silhouettes disagree with their joint blob; shape prior not applied")
             continue
         for oid, f in zip((a, b), fs):
-            fits[oid], strong[oid], hidden[oid] = f, keep, hid
+            fits[oid], strong[oid], hidden[oid] = f, keep & ~zone, hid
             joint.add(oid)
     for oid, m in masks.items():
         body = bodies.get(oid)
         if body is None or int(m.sum()) < MIN_BLOB_PX or oid in joint:
             continue
         start = visible_start(oid, m)
-        alpha, weight, strong[oid] = evidence(m, m, [(oid, start)])
-        fs, hid = fit_visible([oid], m, alpha, weight, [[start]])
+        alpha, weight, keep = evidence(m, m, [(oid, start)])
+        fs, hid, zone = fit_visible([oid], m, alpha, weight, [[start]])
+        strong[oid] = keep & ~zone
         if fs is None:
             continue
         f = fs[0]

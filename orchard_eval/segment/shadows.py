@@ -1,0 +1,189 @@
+"""Where the objects' cast shadows fall: a light direction measured on the condition frame, and the
+scene pixels a body at a given pose puts in shadow.
+
+Why: next to a body on (or near) the ground its own shadow touches its unlit side, and both look like
+"the plate made darker". The shape prior then has to distrust both, so the outline on that side has
+no evidence and the fit drifts by a pixel or more. Knowing where the shadow *is* lets the fit trust
+the unlit side again.
+
+What is measured and what is assumed:
+* the scene is lit by one distant (directional) light that casts the objects' shadows — the
+  renderer's sun; ambient and head lights cast none;
+* the scene's surfaces are the condition frame's depth with the objects removed
+  (`EvalCase.scene_depth`), back-projected through the case camera;
+* the light direction is fitted on the condition frame, where every body's pose is known: the
+  direction whose predicted shadows best overlap the observed ones (pixels away from the objects
+  that are the plate made darker). No observed shadow, no model.
+"""
+from __future__ import annotations
+
+import math
+
+import cv2
+
+import numpy as np
+
+from .shape_prior import BodyPrior, Camera
+
+MIN_SHADOW_PX = 20        # observed shadow pixels the light fit needs
+COARSE_STEP_DEG = 10.0    # grid of the first search over directions (then 2.5° and 0.625° around the best)
+MIN_LIGHT_IOU = 0.5       # a light whose shadows overlap the observed ones less is not used
+
+
+def scene_points(camera: Camera, depth: np.ndarray) -> np.ndarray:
+    """World coordinates (H, W, 3) of the surface seen at each pixel centre (`depth` in metres along
+    the optical axis); NaN where the depth is not finite."""
+    h, w = depth.shape
+    ys, xs = np.mgrid[0:h, 0:w]
+    K = camera.K
+    x_cam = (xs + 0.5 - K[0, 2]) / K[0, 0] * depth
+    y_cam = (ys + 0.5 - K[1, 2]) / K[1, 1] * depth
+    cam = np.stack([x_cam, y_cam, depth], axis=-1).astype(np.float64) - camera.t
+    pts = np.einsum("hwi,ij->hwj", cam, camera.R)          # R^T (x_cam - t), per pixel
+    pts[~np.isfinite(depth)] = np.nan
+    return pts
+
+
+def direction(azimuth_deg: float, elevation_deg: float) -> np.ndarray:
+    """Unit vector the light travels along (downwards for a positive elevation), world z up."""
+    az, el = math.radians(azimuth_deg), math.radians(elevation_deg)
+    return np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), -math.sin(el)])
+
+
+class Occluder:
+    """One body at one pose against a fixed set of scene points: what does not depend on the light
+    (offsets from the body, distances to its planes) is computed once, so that many directions can be
+    tried cheaply (`fit_light`)."""
+
+    def __init__(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, points: np.ndarray):
+        self.ok = np.all(np.isfinite(points), axis=1)
+        p = points[self.ok] - centre
+        self.sphere = body.shape == "sphere"
+        if self.sphere:
+            self.r2 = float(body.size["radius"]) ** 2
+            self.p = p
+            self.pp = p[:, 0] * p[:, 0] + p[:, 1] * p[:, 1] + p[:, 2] * p[:, 2]
+        else:
+            self.normals = body.faces[:, :3] @ R.T                     # (F, 3) in world axes
+            n = self.normals
+            # (N, F): signed distance to each bounding plane, > 0 outside
+            self.signed = (p[:, 0:1] * n[None, :, 0] + p[:, 1:2] * n[None, :, 1] + p[:, 2:3] * n[None, :, 2]
+                           + body.faces[None, :, 3])
+
+    def blocks(self, towards: np.ndarray) -> np.ndarray:
+        """Whether the ray from each point along `towards` (unit) passes through the body."""
+        out = np.zeros(self.ok.shape[0], bool)
+        if self.sphere:
+            p = self.p
+            along = p[:, 0] * towards[0] + p[:, 1] * towards[1] + p[:, 2] * towards[2]
+            # the ray meets the sphere ahead of the point (a point inside it counts too)
+            out[self.ok] = (self.pp - along * along <= self.r2) & ((along <= 0.0) | (self.pp <= self.r2))
+            return out
+        nd = self.normals @ towards
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = -self.signed / nd[None, :]
+        near = np.maximum(np.where(nd[None, :] < 0, s, -np.inf).max(axis=1), 0.0)
+        far = np.where(nd[None, :] > 0, s, np.inf).min(axis=1)
+        parallel_out = ((nd[None, :] == 0) & (self.signed > 0)).any(axis=1)
+        out[self.ok] = (near <= far) & ~parallel_out
+        return out
+
+
+def body_blocks(body: BodyPrior, centre: np.ndarray, R: np.ndarray, points: np.ndarray, towards: np.ndarray
+                ) -> np.ndarray:
+    """Whether the ray from each point (N, 3) along `towards` (unit, 3) passes through the body."""
+    return Occluder(body, centre, R, points).blocks(towards)
+
+
+def shadow_pixels(bodies: list[tuple[BodyPrior, np.ndarray, np.ndarray]], points: np.ndarray, light: np.ndarray
+                  ) -> np.ndarray:
+    """Pixels (of `points`' grid) whose surface point the bodies (body, centre, attitude) put in
+    shadow under the light travelling along `light`."""
+    flat = points.reshape(-1, 3)
+    out = np.zeros(flat.shape[0], bool)
+    for body, X, R in bodies:
+        out |= body_blocks(body, X, R, flat, -light)
+    return out.reshape(points.shape[:2])
+
+
+def fit_light(bodies: list[tuple[BodyPrior, np.ndarray, np.ndarray]], points: np.ndarray, observed: np.ndarray,
+              region: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """The light direction whose predicted shadows best match `observed` (bool, the condition frame's
+    shadow pixels) within `region` (bool: pixels that may hold a shadow, i.e. not an object).
+    Returns (direction, IoU of predicted and observed) or None when nothing is observed."""
+    if observed[region].sum() < MIN_SHADOW_PX:
+        return None
+    # a direction whose shadows miss the observed ones scores low whatever else they cover, so only
+    # the pixels around the observed shadows are compared
+    around = cv2.dilate((observed & region).astype(np.uint8), np.ones((31, 31), np.uint8)) > 0
+    ys, xs = np.nonzero(around & region)
+    pts, obs = points[ys, xs], observed[ys, xs]
+    ok = np.all(np.isfinite(pts), axis=1)
+    pts, obs = pts[ok], obs[ok]
+
+    occluders = {k: [Occluder(b, X, R, pts[::k]) for b, X, R in bodies] for k in (1, 2, 4)}
+
+    def score(az: float, el: float, stride: int = 1) -> float:
+        towards = -direction(az, el)
+        pred = np.zeros(pts[::stride].shape[0], bool)
+        for occ in occluders[stride]:
+            pred |= occ.blocks(towards)
+        o = obs[::stride]
+        union = (pred | o).sum()
+        return float((pred & o).sum()) / float(union) if union else 0.0
+
+    # coarse grid, then two refinements around the best (a shadow far below its body moves by many
+    # pixels per degree)
+    cands = [(az, el) for az in np.arange(0.0, 360.0, COARSE_STEP_DEG) for el in np.arange(15.0, 90.0, COARSE_STEP_DEG)]
+    best = max((score(az, el, 4), az, el) for az, el in cands)
+    for span, step, stride in ((COARSE_STEP_DEG, 2.5, 2), (2.5, 0.625, 1)):
+        _, az0, el0 = best
+        best = max((score(az, el, stride), az, el)
+                   for az in np.arange(az0 - span, az0 + span + 1e-9, step)
+                   for el in np.arange(max(el0 - span, 5.0), min(el0 + span, 89.9) + 1e-9, step))
+    iou, az, el = best
+    return direction(az, el), iou
+
+
+class CastShadows:
+    """The objects' cast shadows in one case: the fitted light and the scene's surface points. The
+    shape prior asks it where bodies at given poses put their shadows (`pixels`)."""
+
+    def __init__(self, light: np.ndarray, points: np.ndarray, agreement: float):
+        self.light = np.asarray(light, float)
+        self.points = points
+        self.agreement = agreement      # IoU of predicted and observed shadows on the condition frame
+
+    def crop(self, rows: slice, cols: slice) -> "CastShadows":
+        return CastShadows(self.light, self.points[rows, cols], self.agreement)
+
+    def pixels(self, poses: list[tuple[BodyPrior, np.ndarray, np.ndarray]], where: np.ndarray | None = None
+               ) -> np.ndarray:
+        """Pixels the bodies at these poses put in shadow; only those in `where` (bool) are tested."""
+        if where is None:
+            return shadow_pixels(poses, self.points, self.light)
+        out = np.zeros(self.points.shape[:2], bool)
+        ys, xs = np.nonzero(where)
+        if ys.size:
+            out[ys, xs] = shadow_pixels(poses, self.points[ys, xs][None], self.light)[0]
+        return out
+
+
+def cast_shadows(camera: Camera, bodies: dict[str, BodyPrior], poses0: dict[str, np.ndarray],
+                 frame0: np.ndarray, masks0: dict[str, np.ndarray], plate: np.ndarray, scene_depth: np.ndarray,
+                 darkened) -> CastShadows | None:
+    """Fit the light on the condition frame (`poses0`: each body's centre at t = 0; `darkened(image,
+    plate)`: the shadow-like test) and return the case's `CastShadows`, or None when the frame shows no
+    shadow or the best light explains it poorly."""
+    objects = np.zeros(plate.shape[:2], bool)
+    for m in masks0.values():
+        objects |= m
+    near = cv2.dilate(objects.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    changed = np.abs(frame0.astype(np.int16) - plate.astype(np.int16)).sum(axis=2) > 24
+    observed = darkened(frame0, plate) & changed & ~near
+    poses = [(b, poses0[k], b.candidate_attitudes(0.0)[0]) for k, b in bodies.items() if k in poses0]
+    points = scene_points(camera, scene_depth)
+    fit = fit_light(poses, points, observed, ~near) if poses else None
+    if fit is None or fit[1] < MIN_LIGHT_IOU:
+        return None
+    return CastShadows(fit[0], points, fit[1])

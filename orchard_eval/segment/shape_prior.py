@@ -644,31 +644,49 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     shape = next(iter(masks.values())).shape if masks else None
     if shape is None:
         return masks, {}, []
-    union = np.zeros(shape, bool)
+    # one region per group of nearby blobs (two bodies far apart would make one large crop, and
+    # every step below costs by area); a margin of half a blob's extent: a silhouette may reach past
+    # a blob that lost its unlit half
+    boxes = []
     for oid, m in masks.items():
-        if oid in bodies:
-            union |= m
-    if not union.any():
+        if oid not in bodies or not m.any():
+            continue
+        ys, xs = np.nonzero(m)
+        pad = max(ROI_MIN_PAD, int(0.5 * max(ys.max() - ys.min(), xs.max() - xs.min())) + 4)
+        boxes.append([max(int(ys.min()) - pad, 0), min(int(ys.max()) + pad + 1, shape[0]),
+                      max(int(xs.min()) - pad, 0), min(int(xs.max()) + pad + 1, shape[1])])
+    if not boxes:
         return masks, {}, []
-    ys, xs = np.nonzero(union)
-    # a margin of half the blobs' extent: a silhouette may reach past a blob that lost its unlit half
-    pad = max(ROI_MIN_PAD, int(0.5 * max(ys.max() - ys.min(), xs.max() - xs.min())) + 4)
-    y0, y1 = max(int(ys.min()) - pad, 0), min(int(ys.max()) + pad + 1, shape[0])
-    x0, x1 = max(int(xs.min()) - pad, 0), min(int(xs.max()) + pad + 1, shape[1])
-    roi = (slice(y0, y1), slice(x0, x1))
-    K = camera.K.copy()
-    K[0, 2] -= x0
-    K[1, 2] -= y0
-    sub, centres, notes = _apply_in_roi(
-        {k: m[roi] for k, m in masks.items()}, bodies, Camera(K, camera.E), image[roi], plate[roi], allowed[roi],
-        ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
-        None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi))
-    out = {}
-    for k, m in masks.items():
-        full = m.copy()
-        full[roi] = sub[k]
-        out[k] = full
-    return out, {k: (u + x0, v + y0) for k, (u, v) in centres.items()}, notes
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(boxes)):
+            for j in range(i + 1, len(boxes)):
+                a, b = boxes[i], boxes[j]
+                if a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]:
+                    boxes[i] = [min(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), max(a[3], b[3])]
+                    del boxes[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    out = {k: m.copy() for k, m in masks.items()}
+    centres: dict[str, tuple[float, float]] = {}
+    notes: list[str] = []
+    for y0, y1, x0, x1 in boxes:
+        roi = (slice(y0, y1), slice(x0, x1))
+        K = camera.K.copy()
+        K[0, 2] -= x0
+        K[1, 2] -= y0
+        sub, sub_centres, sub_notes = _apply_in_roi(
+            {k: m[roi] for k, m in out.items()}, bodies, Camera(K, camera.E), image[roi], plate[roi], allowed[roi],
+            ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
+            None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi))
+        for k in out:
+            out[k][roi] = sub[k]
+        centres.update({k: (u + x0, v + y0) for k, (u, v) in sub_centres.items()})
+        notes.extend(sub_notes)
+    return out, centres, notes
 
 
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,

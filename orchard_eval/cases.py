@@ -12,6 +12,7 @@ k / gt_fps, and physics frames start at 1.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
@@ -50,6 +51,10 @@ IMAGE_ROLES = ("condition_frame", "annotated_first_frame", "clean_plate", "perce
                "perception_graphic", "formulation_text", "formulation_graphic")
 # Label-map roles (integer instance ids, 0 = background).
 MASK_ROLES = ("condition_frame", "perception_graphic", "formulation_graphic")
+
+
+MEMO_CASES = 6
+_MEMO: "OrderedDict[tuple[str, str], dict[str, Any]]" = OrderedDict()
 
 
 class CaseFormatError(ValueError):
@@ -143,7 +148,6 @@ class EvalCase:
     source_detail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     assets: CaseAssets | None = field(default=None, repr=False)
-    _derived: dict[str, Any] = field(default_factory=dict, repr=False)   # values computed once per case
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -216,10 +220,20 @@ class EvalCase:
         return None if self.assets is None else self.assets.object_tracks()
 
     def memo(self, key: str, compute):
-        """`compute()` once per case and key (derived models that every response of the case reuses)."""
-        if key not in self._derived:
-            self._derived[key] = compute()
-        return self._derived[key]
+        """`compute()` once per case and key: derived models that every response of the case reuses
+        (scene depth, rigid models, the light). Kept for the last `MEMO_CASES` cases only — a run goes
+        case by case, and a whole dataset's depth maps would not fit in memory."""
+        tag = (str(self.path), self.case_id)
+        entry = _MEMO.get(tag)
+        if entry is None:
+            entry = _MEMO[tag] = {}
+            while len(_MEMO) > MEMO_CASES:
+                _MEMO.popitem(last=False)
+        else:
+            _MEMO.move_to_end(tag)
+        if key not in entry:
+            entry[key] = compute()
+        return entry[key]
 
     def scene_depth(self) -> np.ndarray | None:
         """Depth (metres along the optical axis, float32 (H, W) at GT resolution) of the static scene

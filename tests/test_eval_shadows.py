@@ -108,14 +108,13 @@ def test_a_known_shadow_keeps_the_fit_subpixel(azimuth, elevation, centre):
     centre = np.array(centre)
     img, plate, ball = _resting_ball_scene(centre, 0.09, light)
     depth = _floor_depth()
-    points = SH.scene_points(CAM, depth)
     changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
     dark = SP.darkened_plate(img, plate)
     blob = changed & ~dark             # colour evidence: the lit side (the rest looks like shadow)
     truth = CAM.project(centre[None])[0]
     silhouette = SP.rasterise(CAM.silhouette(ball, centre, np.eye(3)), (H, W))
     errs = {}
-    for name, model in (("without", None), ("with", SH.CastShadows(light, points, 1.0))):
+    for name, model in (("without", None), ("with", SH.CastShadows(light, CAM, depth, 1.0))):
         masks, centres, notes = SP.apply_shape_prior(
             {"ball": blob}, {"ball": ball}, CAM, img, plate, allowed=changed, ambiguous=dark & ~blob,
             unobservable=None, time=None, scene_depth=depth, shadows=model)

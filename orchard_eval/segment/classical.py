@@ -41,7 +41,7 @@ from .base import SegmentContext, Segmentation
 from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, answer_overlay_mask
 from .shadows import CastShadows, cast_shadows
-from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior, darkened_plate,
+from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
                           hidden_pixels, learn_limb_model, quat_to_matrix)
 
 L_BINS, AB_BINS = 4, 16
@@ -620,7 +620,7 @@ class ClassicalSegmenter:
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
                     and ctx.scene_depth.shape == image.shape[:2] else None, limbs=ctx.limbs,
                     shadows=ctx.shadows if ctx.shadows is not None
-                    and ctx.shadows.points.shape[:2] == image.shape[:2] else None)
+                    and ctx.shadows.shape == image.shape[:2] else None)
             else:
                 everything = np.ones(image.shape[:2], bool)
                 masks, centres, prior_notes = apply_shape_prior(
@@ -690,7 +690,7 @@ def case_shadows(case, camera, bodies, frame0, masks0, plate, scene_depth) -> Ca
     if camera is None or tracks is None:
         return None
     pos, _ = tracks.at(0.0)
-    return cast_shadows(camera, bodies, pos, frame0, masks0, plate, scene_depth, darkened_plate)
+    return cast_shadows(camera, bodies, pos, frame0, masks0, plate, scene_depth)
 
 
 def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, masks0: dict[str, np.ndarray],

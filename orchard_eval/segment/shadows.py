@@ -23,7 +23,7 @@ import cv2
 
 import numpy as np
 
-from .shape_prior import BodyPrior, Camera
+from .shape_prior import BodyPrior, Camera, darkened_plate
 
 MIN_SHADOW_PX = 20        # observed shadow pixels the light fit needs
 COARSE_STEP_DEG = 10.0    # grid of the first search over directions (then 2.5° and 0.625° around the best)
@@ -146,23 +146,39 @@ def fit_light(bodies: list[tuple[BodyPrior, np.ndarray, np.ndarray]], points: np
 
 
 class CastShadows:
-    """The objects' cast shadows in one case: the fitted light and the scene's surface points. The
-    shape prior asks it where bodies at given poses put their shadows (`pixels`)."""
+    """The objects' cast shadows in one case: the fitted light and the scene's depth. The shape prior
+    asks it where bodies at given poses put their shadows (`pixels`), on a crop (`crop`) whose surface
+    points are computed when first needed."""
 
-    def __init__(self, light: np.ndarray, points: np.ndarray, agreement: float):
+    def __init__(self, light: np.ndarray, camera: Camera, scene_depth: np.ndarray, agreement: float):
         self.light = np.asarray(light, float)
-        self.points = points
+        self.camera = camera
+        self.depth = scene_depth
         self.agreement = agreement      # IoU of predicted and observed shadows on the condition frame
+        self._points: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.depth.shape
+
+    @property
+    def points(self) -> np.ndarray:
+        if self._points is None:
+            self._points = scene_points(self.camera, self.depth)
+        return self._points
 
     def crop(self, rows: slice, cols: slice) -> "CastShadows":
-        return CastShadows(self.light, self.points[rows, cols], self.agreement)
+        K = self.camera.K.copy()
+        K[0, 2] -= cols.start or 0
+        K[1, 2] -= rows.start or 0
+        return CastShadows(self.light, Camera(K, self.camera.E), self.depth[rows, cols], self.agreement)
 
     def pixels(self, poses: list[tuple[BodyPrior, np.ndarray, np.ndarray]], where: np.ndarray | None = None
                ) -> np.ndarray:
         """Pixels the bodies at these poses put in shadow; only those in `where` (bool) are tested."""
         if where is None:
             return shadow_pixels(poses, self.points, self.light)
-        out = np.zeros(self.points.shape[:2], bool)
+        out = np.zeros(self.depth.shape, bool)
         ys, xs = np.nonzero(where)
         if ys.size:
             out[ys, xs] = shadow_pixels(poses, self.points[ys, xs][None], self.light)[0]
@@ -170,20 +186,20 @@ class CastShadows:
 
 
 def cast_shadows(camera: Camera, bodies: dict[str, BodyPrior], poses0: dict[str, np.ndarray],
-                 frame0: np.ndarray, masks0: dict[str, np.ndarray], plate: np.ndarray, scene_depth: np.ndarray,
-                 darkened) -> CastShadows | None:
-    """Fit the light on the condition frame (`poses0`: each body's centre at t = 0; `darkened(image,
-    plate)`: the shadow-like test) and return the case's `CastShadows`, or None when the frame shows no
-    shadow or the best light explains it poorly."""
+                 frame0: np.ndarray, masks0: dict[str, np.ndarray], plate: np.ndarray, scene_depth: np.ndarray
+                 ) -> CastShadows | None:
+    """Fit the light on the condition frame (`poses0`: each body's centre at t = 0) and return the
+    case's `CastShadows`, or None when the frame shows no shadow or the best light explains it
+    poorly."""
     objects = np.zeros(plate.shape[:2], bool)
     for m in masks0.values():
         objects |= m
     near = cv2.dilate(objects.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
     changed = np.abs(frame0.astype(np.int16) - plate.astype(np.int16)).sum(axis=2) > 24
-    observed = darkened(frame0, plate) & changed & ~near
+    observed = darkened_plate(frame0, plate) & changed & ~near
     poses = [(b, poses0[k], b.candidate_attitudes(0.0)[0]) for k, b in bodies.items() if k in poses0]
     points = scene_points(camera, scene_depth)
     fit = fit_light(poses, points, observed, ~near) if poses else None
     if fit is None or fit[1] < MIN_LIGHT_IOU:
         return None
-    return CastShadows(fit[0], points, fit[1])
+    return CastShadows(fit[0], camera, scene_depth, fit[1])

@@ -913,13 +913,26 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             out[oid] = (templates[oid] & allowed & ~others & visible) | (masks[oid] & near[oid])
         else:
             out[oid] = ((templates[oid] & allowed & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
-    # where silhouettes overlap, the body nearer to the camera is the one seen
-    order = sorted(fits, key=lambda oid: camera.depth(fits[oid].centre))
-    claimed = np.zeros(shape, bool)
-    for oid in order:
-        out[oid] = out[oid] & ~claimed
-        claimed |= templates[oid] & out[oid]
+    # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
+    # seen (not the one with the nearer centre: a small cube in front of a large one's side)
+    ids = list(fits)
+    cover = np.stack([templates[oid] & out[oid] for oid in ids])
+    owner = np.full(shape, -1)
+    owner[cover.any(axis=0)] = cover.argmax(axis=0)[cover.any(axis=0)]
+    contested = cover.sum(axis=0) > 1
+    if contested.any():
+        ys, xs = np.nonzero(contested)
+        depth = np.full((len(ids), ys.size), np.inf)
+        for i, oid in enumerate(ids):
+            f = fits[oid]
+            on = cover[i, ys, xs]
+            d = camera.front_depth(bodies[oid], f.centre, f.attitude, xs[on] + 0.5, ys[on] + 0.5)
+            # a ray through a pixel centre inside the drawn outline may graze past the solid itself
+            depth[i, on] = np.where(np.isfinite(d), d, camera.depth(f.centre))
+        owner[ys, xs] = depth.argmin(axis=0)
+    for i, oid in enumerate(ids):
+        out[oid] = out[oid] & ((owner == -1) | (owner == i))
     for oid in out:
         if oid not in fits:
-            out[oid] = out[oid] & ~claimed
+            out[oid] = out[oid] & (owner == -1)
     return out, {oid: f.image_centre for oid, f in fits.items()}, notes

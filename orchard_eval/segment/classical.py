@@ -626,7 +626,7 @@ class ClassicalSegmenter:
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, np.full_like(image, 255), allowed=everything,
                     ambiguous=~everything, unobservable=None, time=ctx.time, alike=alike,
-                    min_iou=MIN_FIT_IOU_WHITE, keep_rims=True)
+                    min_iou=MIN_FIT_IOU_WHITE, keep_rims=True, limbs=ctx.limbs)
             notes.extend(prior_notes)
         contrast = self._contrast(ctx, models)
         confidence = {i: float(min(1.0, contrast[i] / (2 * LOW_CONTRAST_DE))) if i in contrast else 0.5 for i in ids}
@@ -656,9 +656,16 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
         if ref is None or not any(m.any() for m in masks.values()):
             ref, masks = case.image("condition_frame"), case.reference_object_masks("condition_frame")
         camera, bodies = case.memo("rigid_models", lambda: rigid_models(case))
-        # the objects as they are in the condition frame (t = 0)
+        # the objects as they are in the condition frame (t = 0): their rim shading is the same there
+        frame0, plate = case.image("condition_frame"), case.clean_plate()
+        limbs = {}
+        if bodies and frame0 is not None and plate is not None and plate.shape == frame0.shape:
+            masks0 = case.reference_object_masks("condition_frame")
+            depth = case.scene_depth()
+            depth = depth if depth is not None and depth.shape == plate.shape[:2] else None
+            limbs = case.memo("limb_models", lambda: limb_models(case, camera, bodies, frame0, masks0, plate, depth))
         return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=bodies, camera=camera,
-                              time=0.0)
+                              time=0.0, limbs=limbs)
     ref = case.image("condition_frame")
     masks = case.reference_object_masks("condition_frame")
     plate = case.clean_plate()

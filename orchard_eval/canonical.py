@@ -185,7 +185,9 @@ def canonical_deduction(case: EvalCase, path: str | Path, protocol: str, times: 
                                error=f"{type(exc).__name__}: {exc}", error_kind="undecodable")
     cond = got.get(0)
     src = None if cond is None else (int(cond.shape[1]), int(cond.shape[0]))
-    frames = [None if got.get(i) is None else resize_rgb(got[i], size) for i in idx]
+    # two timestamps that fall on one video frame share one resized array (segmented once, too)
+    resized = {i: resize_rgb(got[i], size) for i in set(idx) if got.get(i) is not None}
+    frames = [resized.get(i) for i in idx]
     return DeductionPacket(protocol, times, list(idx), frames,
                            condition_frame=None if cond is None else resize_rgb(cond, size),
                            n_video_frames=n_total, source_size=src)

@@ -96,18 +96,21 @@ def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None):
     shape = (case.frame_size[1], case.frame_size[0])
     out, low, notes = [], False, []
     where: list[dict] = []
+    done: dict[int, object] = {}       # the same frame (two timestamps on one video frame) is segmented once
     for k, f in enumerate(frames):
         if f is None:
             out.append({o.id: np.zeros(shape, bool) for o in case.objects})
             where.append({})
             continue
         ctx.time = None if times is None else float(times[k])
-        s = seg.segment(f, ctx)
+        s = done.get(id(f))
+        if s is None:
+            s = done[id(f)] = seg.segment(f, ctx)
+            low |= s.low_confidence
+            notes.extend(s.notes)
+            ctx.priors = {k: c for k, c in s.centroids().items() if c is not None} or ctx.priors
         where.append(_resolve_alike(case, s.positions(), s.alike, ctx.time))
-        low |= s.low_confidence
-        notes.extend(s.notes)
         out.append(s.masks)
-        ctx.priors = {k: c for k, c in s.centroids().items() if c is not None} or ctx.priors
     return out, low, notes, where
 
 

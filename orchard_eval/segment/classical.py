@@ -501,7 +501,7 @@ class ClassicalSegmenter:
         if "contrast" in ctx.cache:
             return ctx.cache["contrast"]
         out = {}
-        plate_lab = None if ctx.background is None else to_lab(ctx.background)
+        plate_lab = None if ctx.background is None else self._plate_lab(ctx)
         for i, m in models.items():
             if m is None:
                 continue
@@ -648,47 +648,71 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
     """The segmentation context of a subtrack: P-G answers are objects on white (colour models from the
     objects-only reference); F-G and Deduction frames are scenes (colour models from the condition
     frame and its instance map, background from the clean plate, else the clean condition frame is
-    not usable as a plate and the white model is refused)."""
+    not usable as a plate and the white model is refused). What a context is built from is read and
+    derived once per case (`scene_models`); each call returns a fresh context (its time and priors
+    change while a response is segmented)."""
     ids = [o.id for o in case.objects]
+    scene = case.memo("scene_models", lambda: scene_models(case))
     if subtrack == "perception_graphic":
-        ref = case.image("perception_graphic") if case.has("perception_graphic") else None
-        masks = case.reference_object_masks("perception_graphic") if ref is not None else {}
-        if ref is None or not any(m.any() for m in masks.values()):
-            ref, masks = case.image("condition_frame"), case.reference_object_masks("condition_frame")
-        camera, bodies = case.memo("rigid_models", lambda: rigid_models(case))
+        ref, masks, cache = case.memo("white_inputs", lambda: _white_inputs(case))
         # the objects as they are in the condition frame (t = 0): their rim shading is the same there
-        frame0, plate = case.image("condition_frame"), case.clean_plate()
-        limbs = {}
-        if bodies and frame0 is not None and plate is not None and plate.shape == frame0.shape:
-            masks0 = case.reference_object_masks("condition_frame")
-            depth = case.scene_depth()
-            depth = depth if depth is not None and depth.shape == plate.shape[:2] else None
-            limbs = case.memo("limb_models", lambda: limb_models(case, camera, bodies, frame0, masks0, plate, depth))
-        return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=bodies, camera=camera,
-                              time=0.0, limbs=limbs)
-    ref = case.image("condition_frame")
-    masks = case.reference_object_masks("condition_frame")
-    plate = case.clean_plate()
-    if plate is None:
+        return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=scene.bodies,
+                              camera=scene.camera, time=0.0, limbs=scene.limbs, cache=cache)
+    if scene.plate is None:
         raise ValueError(f"{case.case_id}: no clean plate; in-scene segmentation needs one "
                          "(or a learned segmenter)")
-    if plate.shape[:2] != (case.frame_size[1], case.frame_size[0]):
+    exclude = ANSWER_ANNOTATION_RGB if subtrack == "formulation_graphic" else ()
+    # the light is fitted only for in-scene subtracks (objects on white cast no shadow)
+    shadows = case.memo("cast_shadows", lambda: case_shadows(case, scene.camera, scene.bodies, scene.frame0,
+                                                            scene.masks0, scene.plate, scene.depth)) \
+        if scene.bodies and scene.depth is not None and scene.frame0 is not None \
+        and scene.frame0.shape == scene.plate.shape else None
+    return SegmentContext(ids, scene.frame0, scene.masks0, background=scene.plate, priors=priors,
+                          exclude_rgb=exclude, bodies=scene.bodies, camera=scene.camera,
+                          scene_depth=scene.depth, limbs=scene.limbs, shadows=shadows, cache=scene.cache,
+                          time=case.target_time if subtrack == "formulation_graphic" else None)
+
+
+@dataclass
+class SceneModels:
+    """Everything in-scene segmentation derives from a case once: the condition frame and its masks,
+    the clean plate at frame size, the rigid models, the scene's depth, rim shading, and the
+    segmenter's own per-case cache (colour models, plate Lab, shadow gain)."""
+    frame0: np.ndarray | None
+    masks0: dict[str, np.ndarray]
+    plate: np.ndarray | None
+    camera: Camera | None
+    bodies: dict[str, BodyPrior]
+    depth: np.ndarray | None
+    limbs: dict[str, LimbModel]
+    cache: dict
+
+
+def scene_models(case) -> SceneModels:
+    frame0 = case.image("condition_frame")
+    masks0 = case.reference_object_masks("condition_frame")
+    plate = case.clean_plate()
+    if plate is not None and plate.shape[:2] != (case.frame_size[1], case.frame_size[0]):
         from ..media import resize_rgb
 
         plate = resize_rgb(plate, case.frame_size)
-    exclude = ANSWER_ANNOTATION_RGB if subtrack == "formulation_graphic" else ()
-    camera, bodies = case.memo("rigid_models", lambda: rigid_models(case))
+    camera, bodies = rigid_models(case)
     depth = case.scene_depth() if bodies else None
     if depth is not None and depth.shape != (case.frame_size[1], case.frame_size[0]):
         depth = None     # a depth map at another resolution than the frames cannot be trusted per pixel
-    usable = bool(bodies) and ref is not None and ref.shape == plate.shape
-    limbs = case.memo("limb_models", lambda: limb_models(case, camera, bodies, ref, masks, plate, depth)) \
-        if usable else {}
-    shadows = case.memo("cast_shadows", lambda: case_shadows(case, camera, bodies, ref, masks, plate, depth)) \
-        if usable and depth is not None else None
-    return SegmentContext(ids, ref, masks, background=plate, priors=priors, exclude_rgb=exclude,
-                          bodies=bodies, camera=camera, scene_depth=depth, limbs=limbs, shadows=shadows,
-                          time=case.target_time if subtrack == "formulation_graphic" else None)
+    usable = bool(bodies) and frame0 is not None and plate is not None and frame0.shape == plate.shape
+    limbs = limb_models(case, camera, bodies, frame0, masks0, plate, depth) if usable else {}
+    return SceneModels(frame0, masks0, plate, camera, bodies, depth, limbs, {})
+
+
+def _white_inputs(case) -> tuple[np.ndarray | None, dict[str, np.ndarray], dict]:
+    """The P-G colour reference (the objects-only answer, else the condition frame), its masks and the
+    segmenter's per-case cache for objects on white."""
+    ref = case.image("perception_graphic") if case.has("perception_graphic") else None
+    masks = case.reference_object_masks("perception_graphic") if ref is not None else {}
+    if ref is None or not any(m.any() for m in masks.values()):
+        ref, masks = case.image("condition_frame"), case.reference_object_masks("condition_frame")
+    return ref, masks, {}
 
 
 def case_shadows(case, camera, bodies, frame0, masks0, plate, scene_depth) -> CastShadows | None:

@@ -23,7 +23,7 @@ import cv2
 
 import numpy as np
 
-from .shape_prior import BodyPrior, Camera, darkened_plate
+from .shape_prior import BodyPrior, Camera, darkened_plate, slab_span
 
 MIN_SHADOW_PX = 20        # observed shadow pixels the light fit needs
 COARSE_STEP_DEG = 10.0    # grid of the first search over directions (then 2.5° and 0.625° around the best)
@@ -79,13 +79,8 @@ class Occluder:
             # the ray meets the sphere ahead of the point (a point inside it counts too)
             out[self.ok] = (self.pp - along * along <= self.r2) & ((along <= 0.0) | (self.pp <= self.r2))
             return out
-        nd = self.normals @ towards
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = -self.signed / nd[None, :]
-        near = np.maximum(np.where(nd[None, :] < 0, s, -np.inf).max(axis=1), 0.0)
-        far = np.where(nd[None, :] > 0, s, np.inf).min(axis=1)
-        parallel_out = ((nd[None, :] == 0) & (self.signed > 0)).any(axis=1)
-        out[self.ok] = (near <= far) & ~parallel_out
+        near, far, crosses = slab_span(self.signed, (self.normals @ towards)[None, :])
+        out[self.ok] = crosses & (np.maximum(near, 0.0) <= far)     # ahead of the point only
         return out
 
 
@@ -168,10 +163,8 @@ class CastShadows:
         return self._points
 
     def crop(self, rows: slice, cols: slice) -> "CastShadows":
-        K = self.camera.K.copy()
-        K[0, 2] -= cols.start or 0
-        K[1, 2] -= rows.start or 0
-        return CastShadows(self.light, Camera(K, self.camera.E), self.depth[rows, cols], self.agreement)
+        return CastShadows(self.light, self.camera.crop(cols.start or 0, rows.start or 0), self.depth[rows, cols],
+                           self.agreement)
 
     def pixels(self, poses: list[tuple[BodyPrior, np.ndarray, np.ndarray]], where: np.ndarray | None = None
                ) -> np.ndarray:

@@ -167,6 +167,19 @@ class Camera:
     def depth(self, X: np.ndarray) -> float:
         return float((self.R @ X + self.t)[2])
 
+    def crop(self, x0: int, y0: int) -> "Camera":
+        """The same camera for the image cropped at column x0, row y0 (principal point moved)."""
+        K = self.K.copy()
+        K[0, 2] -= x0
+        K[1, 2] -= y0
+        return Camera(K, self.E)
+
+    def place(self, body: "BodyPrior", uv, time: float | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """(centre, attitude) of the body seen at image position uv: on its motion plane, in the first
+        attitude recorded for `time`; None where the ray misses the plane."""
+        X = self.ray_plane(uv, body.plane_point, body.plane_normal)
+        return None if X is None else (X, body.candidate_attitudes(time)[0])
+
     def ray_plane(self, uv, point, normal) -> np.ndarray | None:
         X = backproject_to_plane([uv], self.K, self.E, point, normal)[0]
         return X if np.all(np.isfinite(X)) else None
@@ -185,16 +198,11 @@ class Camera:
             ok = disc >= 0.0
             out[ok] = (b[ok] - np.sqrt(disc[ok])) / a[ok]
         else:
-            # slab test against the bounding planes, moved to camera coordinates
+            # the bounding planes moved to camera coordinates; every ray starts at the camera centre
             normals = body.faces[:, :3] @ (self.R @ R).T
             offsets = body.faces[:, 3] - normals @ c
-            nd = normals @ d
-            with np.errstate(divide="ignore", invalid="ignore"):
-                s = -offsets[:, None] / nd
-            near = np.where(nd < 0, s, -np.inf).max(axis=0)
-            far = np.where(nd > 0, s, np.inf).min(axis=0)
-            parallel_outside = ((nd == 0) & (offsets[:, None] > 0)).any(axis=0)
-            ok = (near <= far) & ~parallel_outside & np.isfinite(near)
+            near, far, crosses = slab_span(offsets[None, :], (normals @ d).T)
+            ok = crosses & (near <= far) & np.isfinite(near)
             out[ok] = near[ok]
         out[out <= 0] = np.inf
         return out
@@ -227,6 +235,18 @@ class Camera:
         # orient so that the interior lies to the left of each edge in (x right, y down) coordinates
         area = np.sum(hull[:, 0] * np.roll(hull[:, 1], -1) - np.roll(hull[:, 0], -1) * hull[:, 1])
         return hull if area > 0 else hull[::-1]
+
+
+def slab_span(signed: np.ndarray, nd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where rays cross a convex solid given by planes n·x + b ≤ 0 (slab test). `signed` (…, F):
+    n·origin + b of each ray's origin (> 0 outside a plane); `nd` (…, F): n·direction. Returns the
+    entry and exit ray parameters (near, far) and whether no plane parallel to the ray keeps it
+    outside; a ray meets the solid where that holds and near <= far."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = -signed / nd
+    near = np.where(nd < 0, s, -np.inf).max(axis=-1)
+    far = np.where(nd > 0, s, np.inf).min(axis=-1)
+    return near, far, ~((nd == 0) & (signed > 0)).any(axis=-1)
 
 
 def hidden_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, scene_depth: np.ndarray
@@ -675,11 +695,8 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     notes: list[str] = []
     for y0, y1, x0, x1 in boxes:
         roi = (slice(y0, y1), slice(x0, x1))
-        K = camera.K.copy()
-        K[0, 2] -= x0
-        K[1, 2] -= y0
         sub, sub_centres, sub_notes = _apply_in_roi(
-            {k: m[roi] for k, m in out.items()}, bodies, Camera(K, camera.E), image[roi], plate[roi], allowed[roi],
+            {k: m[roi] for k, m in out.items()}, bodies, camera.crop(x0, y0), image[roi], plate[roi], allowed[roi],
             ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
             None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi))
         for k in out:
@@ -712,9 +729,9 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             if b is None or int(m.sum()) < MIN_BLOB_PX:
                 continue
             ys, xs = np.nonzero(m)
-            X = camera.ray_plane((float(xs.mean()) + 0.5, float(ys.mean()) + 0.5), b.plane_point, b.plane_normal)
-            if X is not None:
-                base_poses[oid] = (b, X, b.candidate_attitudes(time)[0])
+            pose = camera.place(b, (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5), time)
+            if pose is not None:
+                base_poses[oid] = (b, *pose)
 
     def shadow_zone(poses: dict[str, tuple]) -> np.ndarray:
         """The shadow-like pixels to distrust with the bodies at these poses: only those where the
@@ -739,8 +756,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         for oid, uv in starts:
             model = (limbs or {}).get(oid)
             b = bodies[oid]
-            X = None if model is None else camera.ray_plane(uv, b.plane_point, b.plane_normal)
-            poly = None if X is None else camera.silhouette(b, X, b.candidate_attitudes(time)[0], coarse=True)
+            pose = None if model is None else camera.place(b, uv, time)
+            poly = None if pose is None else camera.silhouette(b, *pose, coarse=True)
             if poly is None:
                 continue
             px0, py0 = max(int(poly[:, 0].min()) - 3, 0), max(int(poly[:, 1].min()) - 3, 0)
@@ -776,13 +793,9 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             return out
         for i, oid in enumerate(ids):
             b = bodies[oid]
-            if fs is not None:
-                X, R = fs[i].centre, fs[i].attitude
-            else:
-                X, R = camera.ray_plane(starts[i], b.plane_point, b.plane_normal), b.candidate_attitudes(time)[0]
-                if X is None:
-                    continue
-            out |= hidden_pixels(camera, b, X, R, scene_depth)
+            pose = (fs[i].centre, fs[i].attitude) if fs is not None else camera.place(b, starts[i], time)
+            if pose is not None:
+                out |= hidden_pixels(camera, b, *pose, scene_depth)
         return out
 
     def visible_start(oid: str, blob: np.ndarray) -> tuple[float, float]:
@@ -796,13 +809,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if scene_depth is None:
             return float(uv[0]), float(uv[1])
         b = bodies[oid]
-        R = b.candidate_attitudes(time)[0]
         for _step in range(4):
-            X = camera.ray_plane(tuple(uv), b.plane_point, b.plane_normal)
-            poly = None if X is None else camera.silhouette(b, X, R, coarse=True)
+            pose = camera.place(b, tuple(uv), time)
+            poly = None if pose is None else camera.silhouette(b, *pose, coarse=True)
             if poly is None:
                 break
-            hid = hidden_pixels(camera, b, X, R, scene_depth)
+            hid = hidden_pixels(camera, b, *pose, scene_depth)
             if _step == 0 and not hid.any():
                 break          # nothing hides the body here: the blob's centroid is the start
             seen = rasterise(poly, shape) & ~hid
@@ -819,12 +831,9 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         poses = dict(base_poses)
         for i, oid in enumerate(ids):
             b = bodies[oid]
-            if fs is not None:
-                poses[oid] = (b, fs[i].centre, fs[i].attitude)
-            else:
-                X = camera.ray_plane(starts[i], b.plane_point, b.plane_normal)
-                if X is not None:
-                    poses[oid] = (b, X, b.candidate_attitudes(time)[0])
+            pose = (fs[i].centre, fs[i].attitude) if fs is not None else camera.place(b, starts[i], time)
+            if pose is not None:
+                poses[oid] = (b, *pose)
         return poses
 
     def fit_visible(ids: list[str], blob: np.ndarray, alpha: np.ndarray, weight: np.ndarray,

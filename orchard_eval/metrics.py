@@ -260,10 +260,15 @@ def optical_axis(extrinsic) -> np.ndarray:
     return E[:, :3].T @ np.array([0.0, 0.0, 1.0])
 
 
-def motion_plane(positions, extrinsic, tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+def motion_plane(positions, extrinsic, tol: float = 1e-4, rel: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
     """(point, unit normal) of the plane an object's GT centre moves in. Planar motion: the best-fit
     plane. Straight-line motion: the plane through the line that faces the camera most directly. No
-    motion: the plane through the point perpendicular to the optical axis."""
+    motion: the plane through the point perpendicular to the optical axis.
+
+    A simulator leaves a straight fall a few hundredths of a millimetre off its line; the best-fit
+    plane of that jitter has an arbitrary orientation (nearly edge-on to the camera, say), which makes
+    back-projection onto it ill-conditioned. So motion counts as spread along a direction only when its
+    RMS spread there exceeds `tol` metres and `rel` times the spread along the main direction."""
     P = np.asarray(positions, dtype=np.float64).reshape(-1, 3)
     P = P[np.all(np.isfinite(P), axis=1)]
     axis = optical_axis(extrinsic)
@@ -272,9 +277,10 @@ def motion_plane(positions, extrinsic, tol: float = 1e-6) -> tuple[np.ndarray, n
     c = P.mean(axis=0)
     if P.shape[0] >= 2:
         _, s, vt = np.linalg.svd(P - c, full_matrices=False)
+        s = s / np.sqrt(P.shape[0])      # RMS spread along each principal direction
     else:
         s, vt = np.zeros(1), np.eye(3)[:1]
-    if s.size >= 2 and s[1] > tol:
+    if s.size >= 2 and s[1] > max(tol, rel * s[0]):
         # planar (or 3-D scatter): the best-fit plane
         n = vt[2] if vt.shape[0] > 2 else np.cross(vt[0], vt[1])
     elif s.size >= 1 and s[0] > tol:

@@ -143,6 +143,17 @@ def test_motion_planes():
     assert abs(abs(M.motion_plane(proj, sc.E)[1][1]) - 1) < 1e-9
     rest = np.repeat([[0.2, 0.0, 0.3]], 5, axis=0)
     assert np.allclose(np.abs(M.motion_plane(rest, sc.E)[1]), M.optical_axis(sc.E))
+    # a simulator's fall drifts a few hundredths of a millimetre off its line: still the line's plane
+    # that faces the camera, not the best-fit plane of the drift (which here is edge-on to the camera)
+    drift = fall + np.outer(t * t, [0.0, 4e-5, 0.0])
+    n_drift = M.motion_plane(drift, sc.E)[1]
+    assert abs(abs(n_drift[1]) - 1) < 1e-6
+    uv = M.project_points(drift, sc.K, sc.E) + [0.3, 0.0]               # a 0.3-px error across the line
+    X = M.backproject_to_plane(uv, sc.K, sc.E, *M.motion_plane(drift, sc.E))
+    in_plane = np.max(np.linalg.norm(X - drift, axis=1))
+    assert in_plane < 0.03                                                # 0.3 px at this scale
+    X_edge = M.backproject_to_plane(uv, sc.K, sc.E, drift.mean(axis=0), np.array([1.0, 0.0, 0.0]))
+    assert not np.all(np.linalg.norm(X_edge - drift, axis=1) < 10 * in_plane)  # the drift's own plane
 
 
 def test_velocity_error_zero_for_the_truth_and_grows_with_speed_error():

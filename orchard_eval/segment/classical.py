@@ -771,7 +771,7 @@ def rigid_models(case) -> tuple[Camera | None, dict[str, BodyPrior]]:
         if not o.shape or not o.size or o.id not in tracks.positions:
             continue
         try:
-            point, normal = motion_plane(tracks.positions[o.id], case.extrinsic, tol=1e-4)
+            point, normal = motion_plane(tracks.positions[o.id], case.extrinsic)
             # the plane through the track, which holds the body centre at every time
             seqs = [quat_to_matrix(seq) for seq in tracks.attitudes.get(o.id, ())
                     if len(seq) == len(tracks.times)]

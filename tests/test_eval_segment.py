@@ -102,6 +102,24 @@ def test_lookalike_objects_are_told_apart_by_position():
     assert all(m.any() for m in out3.masks.values())
 
 
+def test_lookalike_objects_take_the_expected_identity():
+    # two look-alike discs cross; the previous positions (here: the reference's) would swap their
+    # labels, the GT centres expected at the frame's time do not
+    p, v = syn.uniform(-1.0, 0.6, 2.0)
+    q, w = syn.uniform(1.0, 1.5, -2.0)
+    sc = syn.Scene(width=192, height=128, discs=[syn.Disc("left", 1, (30, 160, 40), 0.3, p, v),
+                                                  syn.Disc("right", 2, (30, 160, 40), 0.3, q, w)])
+    ref, inst = sc.render(0.0)
+    img, inst1 = sc.render(1.0)
+    ctx = SegmentContext(["left", "right"], ref, gt_masks(sc, inst), background=sc.plate(), time=1.0)
+    by_priors = ClassicalSegmenter().segment(img, ctx)
+    assert object_mask_iou(by_priors.masks, gt_masks(sc, inst1), match="identity").value < 0.1
+    ctx.expected_at = lambda t: {d.id: tuple(sc.project(d.motion(t))) for d in sc.discs}
+    out = ClassicalSegmenter().segment(img, ctx)
+    assert out.alike == [["left", "right"]]
+    assert object_mask_iou(out.masks, gt_masks(sc, inst1), match="identity").value > 0.95
+
+
 def test_low_contrast_objects_are_flagged():
     p, v = syn.uniform(0.0, 0.6, 0.0)
     sc = syn.Scene(width=128, height=96, background="flat",

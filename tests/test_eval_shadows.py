@@ -122,3 +122,35 @@ def test_a_known_shadow_keeps_the_fit_subpixel(azimuth, elevation, centre):
         errs[name] = float(np.linalg.norm(np.array(centres["ball"]) - truth))
         assert M.iou(masks["ball"], silhouette) >= 0.99
     assert errs["with"] < 0.1 and errs["with"] <= errs["without"] + 0.01, errs
+
+
+def test_object_holes_in_the_scene_depth_are_filled_with_the_surface_around_them():
+    # the condition frame's bodies leave holes in the scene depth (the ground they stand on is not
+    # seen); the fill puts the floor back there, so a body that moves away can shadow it
+    depth = _floor_depth()
+    ball = SP.BodyPrior("ball", "sphere", {"radius": 0.08}, np.zeros(3), np.array([0.0, 1.0, 0.0]))
+    seen = SP.rasterise(CAM.silhouette(ball, np.array([0.1, 0.5, 0.08]), np.eye(3)), (H, W))
+    # a second "object" up against the sky: no surface around it to fill from
+    sky = np.zeros((H, W), bool)
+    sky[2:8, 150:160] = True
+    assert np.isinf(depth[sky]).all() and seen.sum() > 200
+    holed = np.where(seen, np.inf, depth).astype(np.float32)
+    filled = SH.fill_object_holes(CAM, holed, seen | sky)
+    assert np.allclose(filled[seen], depth[seen], rtol=1e-4)
+    assert np.isinf(filled[sky]).all()
+    assert np.array_equal(filled[~seen], holed[~seen])
+    # a shadow now lands on the uncovered floor
+    moved = [(ball, np.array([0.1, 0.8, 0.08]), np.eye(3))]     # rolled 0.3 m away from the camera
+    light = SH.direction(-90.0, 40.0)                   # towards the camera: the shadow falls back to it
+    on_hole = SH.shadow_pixels(moved, SH.scene_points(CAM, filled), light) & seen
+    assert on_hole.sum() > 50
+    assert not (SH.shadow_pixels(moved, SH.scene_points(CAM, holed), light) & seen).any()
+    # while the body still stands on its hole, the camera sees it there, not the floor: no shadow
+    frame0 = np.full((H, W, 3), 150, np.uint8)
+    frame0[seen] = (40, 160, 90)
+    cs = SH.CastShadows(light, CAM, filled, 0.9, seen, frame0)
+    assert np.array_equal(cs.still_covered(frame0), seen)
+    moved_away = frame0.copy()
+    moved_away[seen] = (70, 70, 70)                      # the floor in the moved body's shadow
+    assert not cs.still_covered(moved_away).any()
+    assert not cs.crop(slice(0, 100), slice(0, 200)).still_covered(moved_away[:100, :200]).any()

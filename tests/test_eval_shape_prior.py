@@ -136,6 +136,29 @@ def test_lookalike_objects_are_matched_without_their_labels():
     assert M.object_mask_iou(swapped, gt, alike=[["a", "b"]]).value == 1.0
 
 
+def test_a_small_lookalike_touching_a_large_one_is_fitted_at_its_own_end():
+    # a colour split down the middle of the joint blob puts the small ball's start on the large
+    # one; the fit then settles with the small silhouette hidden inside the large one's. The start
+    # with each body tucked into one end of the blob finds both.
+    small, big = np.array([-0.1, 0.0, 0.04]), np.array([0.04, 0.0, 0.10])
+    cs, cb = _coverage(small, 0.04), _coverage(big, 0.10)
+    cover = np.maximum(cs, cb)
+    plate = np.full((H, W, 3), 180, np.uint8)
+    img = np.clip(np.round(cover[..., None] * np.array([200.0, 40.0, 30.0]) + (1 - cover[..., None]) * plate),
+                  0, 255).astype(np.uint8)
+    union = cover >= 0.5
+    left = union & (np.arange(W)[None, :] < np.nonzero(union)[1].mean())
+    bodies = {"a": SP.BodyPrior("a", "sphere", {"radius": 0.04}, np.zeros(3), np.array([0.0, 1.0, 0.0])),
+              "b": SP.BodyPrior("b", "sphere", {"radius": 0.10}, np.zeros(3), np.array([0.0, 1.0, 0.0]))}
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    masks, centres, notes = SP.apply_shape_prior({"a": left, "b": union & ~left}, bodies, CAM, img, plate,
+                                                 allowed=changed, ambiguous=np.zeros((H, W), bool),
+                                                 unobservable=None, time=None, alike=[["a", "b"]])
+    for oid, X, cov in (("a", small, cs), ("b", big, cb)):
+        assert np.linalg.norm(np.array(centres[oid]) - CAM.project(X[None])[0]) < 0.3, (oid, centres, notes)
+        assert M.iou(masks[oid], cov >= 0.5) > 0.98
+
+
 # --- supports in front of a body, rim shading -------------------------------------------------------
 def _inside(body, centre, R, pts):
     local = (pts - centre) @ R

@@ -3,7 +3,7 @@ generated RGB frame into one boolean mask per case object can plug in here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,6 +33,10 @@ class SegmentContext:
     limbs: dict = field(default_factory=dict)
     # where the objects' cast shadows fall (segment.shadows.CastShadows), fitted on the condition frame
     shadows: object | None = None
+    # time -> where each object's GT centre projects then (u, v); used only to tell objects that look
+    # alike apart (the metrics pair look-alike objects with GT objects by the same rule), so that each
+    # is fitted with its own rigid model and motion plane; None where the case has no tracks
+    expected_at: Callable[[float], dict[str, tuple[float, float]]] | None = field(default=None, repr=False)
     cache: dict = field(default_factory=dict, repr=False)
 
     @property

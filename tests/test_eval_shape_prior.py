@@ -261,6 +261,37 @@ def test_rim_shading_learned_on_one_frame_removes_the_fit_bias_on_another():
     assert errs["learned"] < 0.1 and errs["plain"] > 2 * errs["learned"], errs
 
 
+def _raised_rim_scene(centre, raise_px=0.35):
+    """A red ball whose rendered outline lies `raise_px` further out on its upper half than its
+    geometry says (a lit sliver thinner than a pixel): the upper half drawn from a ball that high."""
+    plate = np.full((H, W, 3), 180, np.uint8)
+    lift = raise_px * (centre[1] + 2.0) / K[1, 1]                # metres per pixel at the ball's depth
+    v = CAM.project(centre[None])[0][1]
+    upper = (np.arange(H)[:, None] < v) & np.ones((1, W), bool)
+    cover = np.where(upper, _coverage(centre + [0.0, 0.0, lift], 0.08), _coverage(centre, 0.08))
+    img = cover[..., None] * np.array([200.0, 40.0, 30.0]) + (1 - cover[..., None]) * plate
+    return np.clip(np.round(img), 0, 255).astype(np.uint8), plate
+
+
+def test_rim_offset_learned_on_one_frame_removes_the_fit_bias_on_another():
+    body = _sphere()
+    first, second = np.array([-0.1, 0.0, 0.55]), np.array([0.1234, 0.0, 0.4321])
+    img0, plate = _raised_rim_scene(first)
+    model = SP.learn_limb_model(CAM, body, first, np.eye(3), img0, plate, np.ones((H, W), bool))
+    # the upper directions learn the outward offset, the lower ones none
+    assert model is not None and model.edge_shift.max() >= 0.25 and model.edge_shift.min() > -0.1
+    img, _ = _raised_rim_scene(second)
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    truth = CAM.project(second[None])[0]
+    errs = {}
+    for name, limbs in (("plain", None), ("learned", {"ball": model})):
+        _, centres, _ = SP.apply_shape_prior({"ball": changed}, {"ball": body}, CAM, img, plate, allowed=changed,
+                                             ambiguous=np.zeros((H, W), bool), unobservable=None, time=None,
+                                             limbs=limbs)
+        errs[name] = float(np.linalg.norm(np.array(centres["ball"]) - truth))
+    assert errs["learned"] < 0.06 and errs["plain"] > 2 * errs["learned"], errs
+
+
 def test_overlapping_silhouettes_go_to_the_surface_nearer_along_each_ray():
     """Two look-alike cubes stuck side by side (a perfectly inelastic pair), seen from above and to the
     left: the big one's centre is the nearer (it is higher), yet the small one covers part of the big

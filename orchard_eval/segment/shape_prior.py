@@ -66,6 +66,7 @@ HUE_EVIDENCE = 0.06     # chromaticity difference from the plate that marks an o
 ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel counts as an outlier
 LIMB_BINS = 16          # outline directions the limb shading model tells apart
 LIMB_MIN_PIXELS = 4     # rim pixels a direction needs before its shading is trusted
+EDGE_SHIFT_MAX = 0.3    # largest rendered-rim offset (pixels) learned per direction (`LimbModel.edge_shift`)
 OCCLUSION_TOL_PX = 1.0  # the scene hides a body where it is nearer than its front by this (pixels at its depth)
 OCCLUSION_ROUNDS = 3    # fit ↔ hidden-pixel iterations at most
 OCCLUSION_SETTLED_PX = 2  # ... stopped once the hidden set changes by no more pixels than this
@@ -358,11 +359,14 @@ def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.nda
 
 
 def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[float, float]]], blob: np.ndarray,
-               evidence: np.ndarray, weight: np.ndarray, time: float | None) -> list[Fit] | None:
+               evidence: np.ndarray, weight: np.ndarray, time: float | None,
+               rims: list[LimbModel | None] | None = None) -> list[Fit] | None:
     """Jointly fit several bodies that together make up `blob` (look-alike objects that touch or
     overlap in the image): the modelled coverage is the union of their silhouettes. `starts`: the
     image positions to start from, one list (a position per body) per start; the start and the
-    attitude combination with the lowest robust cost win. `Fit.iou` is the agreement of the union."""
+    attitude combination with the lowest robust cost win. `Fit.iou` is the agreement of the union.
+    `rims`: per body, its learned rim (`LimbModel.edge_shift`): the modelled coverage ramp of each
+    outline direction sits where the rendered rim does; the fitted pose is the geometric one."""
     if int(blob.sum()) < MIN_BLOB_PX:
         return None
     h, w = blob.shape
@@ -423,11 +427,16 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             # a small move of a body on its plane moves its outline in the image by J·p (the change of
             # its shape over a few pixels is far below a pixel), so the search samples shifted fields
             fields, jacs = [], []
-            for b, X, R, sc in zip(bodies, Xs, Rs, scales):
+            for i, (b, X, R, sc) in enumerate(zip(bodies, Xs, Rs, scales)):
                 poly = camera.silhouette(b, X, R, coarse=True)
                 if poly is None:
                     break
-                fields.append(signed_distance(poly, cx, cy).reshape(h_win, w_win))
+                rim = None if rims is None else rims[i]
+                if rim is not None and rim.edge_shift is not None and np.any(rim.edge_shift):
+                    sd, angle = outline_field(poly, cx, cy)
+                    fields.append((sd + rim.shift(angle)).reshape(h_win, w_win))
+                else:
+                    fields.append(signed_distance(poly, cx, cy).reshape(h_win, w_win))
                 u0 = camera.project(np.stack([X, X + sc * b.e1, X + sc * b.e2]))
                 jacs.append(np.stack([u0[1] - u0[0], u0[2] - u0[0]], axis=1))   # d(u, v)/d(p1, p2)
             if len(fields) < len(bodies):
@@ -495,10 +504,22 @@ class LimbModel:
     `delta[k]`: rim colour minus interior colour (weighted YCbCr) for directions in bin k (NaN where
     unknown)."""
     delta: np.ndarray     # (LIMB_BINS, 3)
+    # (LIMB_BINS,) pixels by which the rim as rendered lies outside (+) the geometric outline, per
+    # direction, as the fit's coverage model reads it (0 where unknown): a lit sliver of a top face
+    # thinner than a pixel, a dark contact edge — what the colour correction cannot express
+    edge_shift: np.ndarray | None = None
 
     def correction(self, angles: np.ndarray) -> np.ndarray:
-        k = np.floor((angles + np.pi) / (2 * np.pi) * LIMB_BINS).astype(int) % LIMB_BINS
-        return self.delta[k]
+        return self.delta[_limb_bin(angles)]
+
+    def shift(self, angles: np.ndarray) -> np.ndarray:
+        if self.edge_shift is None:
+            return np.zeros(np.shape(angles))
+        return self.edge_shift[_limb_bin(angles)]
+
+
+def _limb_bin(angles: np.ndarray) -> np.ndarray:
+    return np.floor((np.asarray(angles) + np.pi) / (2 * np.pi) * LIMB_BINS).astype(int) % LIMB_BINS
 
 
 def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, image: np.ndarray,
@@ -540,13 +561,46 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
     rim_colour = b[ry, rx] + (c[ry, rx] - b[ry, rx]) / cover[:, None]
     diff = rim_colour - c[ny[ry, rx], nx[ry, rx]]
     angles = outline_field(poly, rx + x0 + 0.5, ry + y0 + 0.5)[1]
-    k = np.floor((angles + np.pi) / (2 * np.pi) * LIMB_BINS).astype(int) % LIMB_BINS
+    k = _limb_bin(angles)
     delta = np.full((LIMB_BINS, 3), np.nan)
     for j in range(LIMB_BINS):
         sel = k == j
         if sel.sum() >= LIMB_MIN_PIXELS:
             delta[j] = np.median(diff[sel], axis=0)
-    return LimbModel(delta) if np.isfinite(delta).any() else None
+    if not np.isfinite(delta).any():
+        return None
+    model = LimbModel(delta)
+    model.edge_shift = _learn_edge_shift(model, poly, image[y0:y1, x0:x1], plate[y0:y1, x0:x1],
+                                         usable[y0:y1, x0:x1], inside.astype(bool), x0, y0)
+    return model
+
+
+def _learn_edge_shift(model: LimbModel, poly: np.ndarray, image: np.ndarray, plate: np.ndarray,
+                      usable: np.ndarray, inside: np.ndarray, x0: int, y0: int) -> np.ndarray:
+    """Per outline direction, the offset δ (pixels, |δ| ≤ EDGE_SHIFT_MAX) that makes the fit's
+    coverage model clip(0.5 + sd + δ, 0, 1) best explain the evidence `luma_alpha` reads (rim colour
+    corrected by `model`) at the true pose: on the condition frame the fit's residual bias is seen
+    directly, the ramp of rim pixels on one side sitting further out or in than the geometry says."""
+    h, w = inside.shape
+    gy, gx = np.mgrid[0:h, 0:w]
+    sd, angle = outline_field(poly - [x0, y0], gx.ravel() + 0.5, gy.ravel() + 0.5)
+    sd, angle = sd.reshape(h, w), angle.reshape(h, w)
+    near = np.abs(sd) < 2.5
+    shift = np.full((h, w, 3), np.nan, np.float32)
+    shift[near] = model.correction(angle[near])
+    alpha, weight = luma_alpha(image, plate, inside, rim_shift=shift)
+    rim = (np.abs(sd) < 1.5) & usable & (weight > 0)
+    out = np.zeros(LIMB_BINS)
+    k = _limb_bin(angle[rim])
+    s_rim, a_rim, w_rim = sd[rim], alpha[rim], weight[rim]
+    grid = np.arange(-EDGE_SHIFT_MAX, EDGE_SHIFT_MAX + 1e-9, 0.05)
+    for j in range(LIMB_BINS):
+        sel = k == j
+        if sel.sum() < 2 * LIMB_MIN_PIXELS:
+            continue
+        cost = [float(np.sum(w_rim[sel] * (np.clip(0.5 + s_rim[sel] + d, 0.0, 1.0) - a_rim[sel]) ** 2)) for d in grid]
+        out[j] = grid[int(np.argmin(cost))]
+    return out
 
 
 def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contrast: float = 6.0,
@@ -880,7 +934,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         for _round in range(rounds):
             w = weight.copy()
             w[hidden | zone] = 0.0
-            fs = fit_bodies(camera, [bodies[i] for i in ids], starts, blob, alpha, w, time)
+            fs = fit_bodies(camera, [bodies[i] for i in ids], starts, blob, alpha, w, time,
+                            None if keep_rims or not limbs else [limbs.get(i) for i in ids])
             if fs is None or rounds == 1:
                 break
             now = hidden_at(ids, fs, None)

@@ -86,11 +86,16 @@ def test_objects_on_white(scene):
     assert not blank.union().any() and "no object found" in blank.notes
 
 
+def _twin_discs(left_z: float, right_z: float, speed: float) -> syn.Scene:
+    """Two discs of one colour moving towards each other from x = ∓1 m at heights left_z, right_z."""
+    p, v = syn.uniform(-1.0, left_z, speed)
+    q, w = syn.uniform(1.0, right_z, -speed)
+    return syn.Scene(width=192, height=128, discs=[syn.Disc("left", 1, (30, 160, 40), 0.3, p, v),
+                                                    syn.Disc("right", 2, (30, 160, 40), 0.3, q, w)])
+
+
 def test_lookalike_objects_are_told_apart_by_position():
-    p, v = syn.uniform(-1.0, 0.6, 1.0)
-    q, w = syn.uniform(1.0, 0.6, -1.0)
-    sc = syn.Scene(width=192, height=128, discs=[syn.Disc("left", 1, (30, 160, 40), 0.3, p, v),
-                                                  syn.Disc("right", 2, (30, 160, 40), 0.3, q, w)])
+    sc = _twin_discs(0.6, 0.6, 1.0)
     ref, inst = sc.render(0.0)
     ctx = SegmentContext(["left", "right"], ref, gt_masks(sc, inst), background=sc.plate())
     img, inst2 = sc.render(0.3)
@@ -105,10 +110,7 @@ def test_lookalike_objects_are_told_apart_by_position():
 def test_lookalike_objects_take_the_expected_identity():
     # two look-alike discs cross; the previous positions (here: the reference's) would swap their
     # labels, the GT centres expected at the frame's time do not
-    p, v = syn.uniform(-1.0, 0.6, 2.0)
-    q, w = syn.uniform(1.0, 1.5, -2.0)
-    sc = syn.Scene(width=192, height=128, discs=[syn.Disc("left", 1, (30, 160, 40), 0.3, p, v),
-                                                  syn.Disc("right", 2, (30, 160, 40), 0.3, q, w)])
+    sc = _twin_discs(0.6, 1.5, 2.0)
     ref, inst = sc.render(0.0)
     img, inst1 = sc.render(1.0)
     ctx = SegmentContext(["left", "right"], ref, gt_masks(sc, inst), background=sc.plate(), time=1.0)

@@ -28,7 +28,11 @@ What is measured and what is assumed:
   that scene lies nearer than the body's front surface at the fitted pose is hidden. Hidden pixels
   carry no weight in the fit (they show the support, which says nothing about where the body's outline
   is) and the silhouette does not claim them unless colour clearly shows the object there; the fit
-  and the hidden set are iterated, since each depends on the other.
+  and the hidden set are iterated, since each depends on the other;
+* how a body's rim looks is learned on the condition frame at the true pose (`LimbModel`): the rim's
+  colour relative to the interior and how far the rendered rim lies off the geometric outline, per
+  outline direction; the fit reads the rim against the one and places its coverage ramp by the other,
+  while the fitted pose and the mask stay geometric (what the GT masks are).
 """
 from __future__ import annotations
 

@@ -144,6 +144,13 @@ def test_scene_depth_and_rim_models_on_built_cases(built):
         ctx = context_for_case(case, "deduction")
         assert ctx.scene_depth is depth and set(ctx.limbs) <= set(ctx.bodies) and ctx.limbs
         assert context_for_case(case, "deduction").bodies is ctx.bodies      # built once per case
+        # on white (P-G): the condition frame's rim colours, rim offsets of the objects-only reference
+        pg = context_for_case(case, "perception_graphic")
+        assert set(pg.limbs) == set(ctx.limbs)
+        for oid, model in pg.limbs.items():
+            assert np.array_equal(model.delta, ctx.limbs[oid].delta, equal_nan=True)
+            assert model.edge_shift is None or np.abs(model.edge_shift).max() <= 0.3 + 1e-9
+        assert any(m.edge_shift is not None and np.any(m.edge_shift) for m in pg.limbs.values())
         lights.append(ctx.shadows)
     assert any(s is not None for s in lights)
     for s in lights:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -665,9 +665,9 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
     scene = case.memo("scene_models", lambda: scene_models(case))
     if subtrack == "perception_graphic":
         ref, masks, cache = case.memo("white_inputs", lambda: _white_inputs(case))
-        # the objects as they are in the condition frame (t = 0): their rim shading is the same there
+        limbs = case.memo("white_limbs", lambda: _white_limbs(case, scene, ref, masks))
         return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=scene.bodies,
-                              camera=scene.camera, time=0.0, limbs=scene.limbs, cache=cache,
+                              camera=scene.camera, time=0.0, limbs=limbs, cache=cache,
                               expected_at=scene.expected_at)
     if scene.plate is None:
         raise ValueError(f"{case.case_id}: no clean plate; in-scene segmentation needs one "
@@ -746,6 +746,22 @@ def _white_inputs(case) -> tuple[np.ndarray | None, dict[str, np.ndarray], dict]
     return ref, masks, {}
 
 
+def _white_limbs(case, scene: SceneModels, ref: np.ndarray | None, masks: dict[str, np.ndarray]
+                 ) -> dict[str, LimbModel]:
+    """How the bodies' rims look on white (P-G answers show the objects at their t = 0 poses): the rim
+    colour learned on the condition frame (same poses, same light), and the rim offsets learned on the
+    objects-only reference — already the colour reference of P-G segmentation — since the offsets
+    measured against the scene's background do not hold against white (there a rim lies inside the
+    outline, white bleeding over it). Without that reference, no offsets."""
+    colours = {k: replace(m, edge_shift=None) for k, m in scene.limbs.items()}
+    if ref is None or not case.has("perception_graphic") or scene.camera is None or not colours:
+        return colours
+    white = np.full_like(ref, 255)
+    learned = limb_models(case, scene.camera, {k: b for k, b in scene.bodies.items() if k in colours}, ref, masks,
+                          white, None, colours)
+    return {k: learned.get(k, m) for k, m in colours.items()}
+
+
 def case_shadows(case, camera, bodies, frame0, masks0, plate, scene_depth) -> CastShadows | None:
     """Where the case's cast shadows fall (`segment.shadows`): the light fitted on the condition frame."""
     tracks = case.object_tracks()
@@ -756,10 +772,12 @@ def case_shadows(case, camera, bodies, frame0, masks0, plate, scene_depth) -> Ca
 
 
 def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, masks0: dict[str, np.ndarray],
-                plate: np.ndarray, scene_depth: np.ndarray | None) -> dict[str, LimbModel]:
+                plate: np.ndarray, scene_depth: np.ndarray | None,
+                colours: dict[str, LimbModel] | None = None) -> dict[str, LimbModel]:
     """Each body's rim shading (`shape_prior.LimbModel`), learned on the condition frame where its pose
     (GT track at t = 0) and mask are known; rim pixels next to another object, a changed background
-    pixel (a cast shadow) or a hiding support are not used."""
+    pixel (a cast shadow) or a hiding support are not used. `colours`: rim colours already known per
+    object (only the rim offsets are learned on this frame then)."""
     tracks = case.object_tracks()
     if camera is None or tracks is None:
         return {}
@@ -783,7 +801,8 @@ def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, 
         usable = ~others & ~shadowed
         if scene_depth is not None:
             usable &= ~(cv2.dilate(hidden_pixels(camera, body, pos[oid], R, scene_depth).astype(np.uint8), grow) > 0)
-        model = learn_limb_model(camera, body, pos[oid], R, frame0, plate, usable)
+        model = learn_limb_model(camera, body, pos[oid], R, frame0, plate, usable,
+                                 None if colours is None else colours.get(oid))
         if model is not None:
             out[oid] = model
     return out

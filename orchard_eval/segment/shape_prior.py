@@ -527,12 +527,13 @@ def _limb_bin(angles: np.ndarray) -> np.ndarray:
 
 
 def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, image: np.ndarray,
-                     plate: np.ndarray, usable: np.ndarray) -> LimbModel | None:
+                     plate: np.ndarray, usable: np.ndarray, colour: LimbModel | None = None) -> LimbModel | None:
     """Learn a `LimbModel` from a frame where the body's pose is known (the condition frame):
     rim pixels (exact coverage from the silhouette, 4×4 samples per pixel) solved for the object
     colour that blends with the plate, α·o + (1 − α)·b, per outline direction, against the colour
     two pixels inside. `usable`: pixels that show only this body and the plate (no other object, no
-    shadow, nothing hidden)."""
+    shadow, nothing hidden). `colour`: a rim colour model to keep (then only the rim offsets,
+    `LimbModel.edge_shift`, are learned here, read with that colour model)."""
     poly = camera.silhouette(body, centre, R)
     if poly is None:
         return None
@@ -571,6 +572,8 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
         sel = k == j
         if sel.sum() >= LIMB_MIN_PIXELS:
             delta[j] = np.median(diff[sel], axis=0)
+    if colour is not None:
+        delta = colour.delta
     if not np.isfinite(delta).any():
         return None
     model = LimbModel(delta)
@@ -939,7 +942,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             w = weight.copy()
             w[hidden | zone] = 0.0
             fs = fit_bodies(camera, [bodies[i] for i in ids], starts, blob, alpha, w, time,
-                            None if keep_rims or not limbs else [limbs.get(i) for i in ids])
+                            None if not limbs else [limbs.get(i) for i in ids])
             if fs is None or rounds == 1:
                 break
             now = hidden_at(ids, fs, None)

@@ -27,10 +27,12 @@ COUNT, SEED = 2, 3
 IOUS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
 # floors a little under what the oracle reaches on these cases (measured: P-G ≥ 0.994, F-G ≥ 0.969,
 # Deduction IoUs ≥ 0.976, velocity ≥ 0.975); the 0.98 target is the xfail below
+# a little under what the oracle reaches on these cases (measured: P-G ≥ 0.996, F-G ≥ 0.978, Deduction
+# IoUs ≥ 0.979, velocity ≥ 0.956)
 FLOORS = {"perception_graphic": {"mask_iou": 0.98},
-          "formulation_graphic": {"mask_iou": 0.95},
-          "deduction": {"psnr": 0.98, "masked_psnr": 0.98, "spatial_iou": 0.96, "spatiotemporal_iou": 0.96,
-                        "weighted_spatial_iou": 0.96, "velocity": 0.95}}
+          "formulation_graphic": {"mask_iou": 0.97},
+          "deduction": {"psnr": 0.98, "masked_psnr": 0.98, "spatial_iou": 0.97, "spatiotemporal_iou": 0.97,
+                        "weighted_spatial_iou": 0.97, "velocity": 0.95}}
 
 
 def _cli(module: str) -> list[str]:

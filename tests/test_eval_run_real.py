@@ -65,13 +65,13 @@ def test_oracle_calibration(results):
     print("\noracle per case:", json.dumps({c: {**pg[c], **fg[c], **ded[c]} for c in ded}, indent=1))
     assert ded
     # floors a little under what the oracle reaches on these fixtures with the rigid shape prior
-    # (measured: Deduction IoUs ≥ 0.95, velocity ≥ 0.99, P-G ≥ 0.989, F-G ≥ 0.967)
+    # (measured: Deduction IoUs ≥ 0.961, velocity ≥ 0.994, P-G ≥ 0.98, F-G ≥ 0.971)
     for cid, m in ded.items():
         assert m["psnr"] >= 0.98 and m["masked_psnr"] >= 0.98, cid
-        assert min(m[k] for k in IOUS) >= 0.93, (cid, m)
-        assert m["velocity"] is None or m["velocity"] >= 0.95, (cid, m)
+        assert min(m[k] for k in IOUS) >= 0.95, (cid, m)
+        assert m["velocity"] is None or m["velocity"] >= 0.98, (cid, m)
         assert pg[cid]["mask_iou"] >= 0.98, (cid, pg[cid])
-        assert fg[cid]["mask_iou"] >= 0.95, (cid, fg[cid])
+        assert fg[cid]["mask_iou"] >= 0.96, (cid, fg[cid])
 
 
 @pytest.mark.xfail(reason="in-scene masks: low contrast on a lit side and shading that changes along the "

@@ -1,5 +1,6 @@
 """Cast shadows (orchard_eval/segment/shadows.py): scene points from depth, the shadow a body puts on
 the scene, and the light direction recovered from the shadows of a frame with known poses."""
+import cv2
 import numpy as np
 import pytest
 
@@ -122,6 +123,28 @@ def test_a_known_shadow_keeps_the_fit_subpixel(azimuth, elevation, centre):
         errs[name] = float(np.linalg.norm(np.array(centres["ball"]) - truth))
         assert M.iou(masks["ball"], silhouette) >= 0.99
     assert errs["with"] < 0.1 and errs["with"] <= errs["without"] + 0.01, errs
+
+
+@pytest.mark.parametrize("azimuth, elevation, centre", [(60.0, 40.0, (0.0213, 0.35, 0.09)),
+                                                        (90.0, 30.0, (0.0, 0.3, 0.09))])
+def test_a_blob_that_took_in_its_shadow_does_not_pull_the_fit(azimuth, elevation, centre):
+    """The colour blob has swallowed the shadow next to the ball (everything changed within 3 px of
+    it): the pixels the silhouette would cover a pixel too far into the shadow are still tested for
+    shadow, so the fit stays on the ball."""
+    light = SH.direction(azimuth, elevation)
+    centre = np.array(centre)
+    img, plate, ball = _resting_ball_scene(centre, 0.09, light)
+    depth = _floor_depth()
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    silhouette = SP.rasterise(CAM.silhouette(ball, centre, np.eye(3)), (H, W))
+    blob = changed & (cv2.dilate(silhouette.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0)
+    assert (blob & ~silhouette).sum() > 30
+    masks, centres, notes = SP.apply_shape_prior(
+        {"ball": blob}, {"ball": ball}, CAM, img, plate, allowed=changed,
+        ambiguous=SP.darkened_plate(img, plate) & ~blob, unobservable=None, time=None, scene_depth=depth,
+        shadows=SH.CastShadows(light, CAM, depth, 1.0))
+    assert np.linalg.norm(np.array(centres["ball"]) - CAM.project(centre[None])[0]) < 0.1, notes
+    assert M.iou(masks["ball"], silhouette) >= 0.98
 
 
 def test_object_holes_in_the_scene_depth_are_filled_with_the_surface_around_them():

@@ -827,7 +827,11 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         # only shadow-like pixels near the bodies or in a blob matter (the fit reads those)
         near = ((cv2.dilate(seen.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0) | taken_all) & ~seen
         cand = cv2.dilate((shadow_like & near).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-        cast = shadows.pixels(list(poses.values()), where=cand & ~seen & ~still_covered)
+        # the silhouette's outermost pixel ring may show ground after all: a pose a pixel too far into
+        # the shadow would otherwise hide that shadow from the test and keep itself there
+        core = cv2.erode(seen.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+        cand |= cv2.dilate((shadow_like & seen & ~core).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        cast = shadows.pixels(list(poses.values()), where=cand & ~core & ~still_covered)
         return shadow_like & (cv2.dilate(cast.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
 
     def rim_shift(starts: list[tuple[str, tuple[float, float]]]) -> np.ndarray | None:

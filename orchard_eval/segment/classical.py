@@ -754,7 +754,8 @@ def _white_limbs(case, scene: SceneModels, ref: np.ndarray | None, masks: dict[s
     measured against the scene's background do not hold against white (there a rim lies inside the
     outline, white bleeding over it). Without that reference, no offsets."""
     colours = {k: replace(m, edge_shift=None) for k, m in scene.limbs.items()}
-    if ref is None or not case.has("perception_graphic") or scene.camera is None or not colours:
+    if (ref is None or not case.has("perception_graphic") or scene.camera is None or not colours
+            or ref.shape[:2] != (case.frame_size[1], case.frame_size[0])):
         return colours
     white = np.full_like(ref, 255)
     learned = limb_models(case, scene.camera, {k: b for k, b in scene.bodies.items() if k in colours}, ref, masks,

@@ -219,6 +219,21 @@ class EvalCase:
     def object_tracks(self) -> ObjectTracks | None:
         return None if self.assets is None else self.assets.object_tracks()
 
+    def image_centres(self, t: float) -> dict[str, tuple[float, float]]:
+        """Where each object's GT centre projects at time t (pixel (u, v)); empty without tracks or
+        camera, objects without a finite position left out."""
+        tracks = self.object_tracks()
+        if tracks is None or self.intrinsic is None or self.extrinsic is None:
+            return {}
+        from .metrics import project_points
+
+        pos, _ = tracks.at(t)
+        ids = [k for k, X in pos.items() if np.all(np.isfinite(X))]
+        if not ids:
+            return {}
+        uv = project_points(np.stack([pos[k] for k in ids]), self.intrinsic, self.extrinsic)
+        return {k: (float(u), float(v)) for k, (u, v) in zip(ids, uv)}
+
     def memo(self, key: str, compute):
         """`compute()` once per case and key: derived models that every response of the case reuses
         (scene depth, rigid models, the light). Kept for the last `MEMO_CASES` cases only — a run goes

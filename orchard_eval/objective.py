@@ -67,20 +67,19 @@ def _resolve_alike(case: EvalCase, where: dict, alike: list[list[str]], t: float
     """Objects that look alike carry no identity of their own: within each such group the located
     positions are given to the GT objects by Hungarian matching on image distance to the GT centres
     at time t (the rule for objects whose identity is unknown)."""
-    if not alike or t is None or case.intrinsic is None or case.extrinsic is None:
+    if not alike or t is None:
         return where
-    tracks = case.object_tracks()
-    if tracks is None:
+    expected = case.image_centres(t)
+    if not expected:
         return where
     from scipy.optimize import linear_sum_assignment
 
-    pos, _ = tracks.at(t)
     out = dict(where)
     for group in alike:
-        keys = [k for k in group if where.get(k) is not None and k in pos]
+        keys = [k for k in group if where.get(k) is not None and k in expected]
         if len(keys) < 2:
             continue
-        gt_uv = M.project_points(np.stack([pos[k] for k in keys]), case.intrinsic, case.extrinsic)
+        gt_uv = np.array([expected[k] for k in keys])
         got = np.array([where[k] for k in keys], float)
         cost = np.linalg.norm(got[:, None, :] - gt_uv[None, :, :], axis=2)
         rows, cols = linear_sum_assignment(cost)

@@ -43,6 +43,10 @@ def test_orchard_layout_reads_every_field(orchard_root, scene):
     assert c.frame_size == (96, 64) and c.gt_fps == 24.0
     assert [o.id for o in c.objects] == ["ball", "cube"] and c.instance_ids == {"ball": 1, "cube": 2}
     assert np.allclose(c.intrinsic, scene.K) and np.allclose(c.extrinsic, scene.E)
+    centres = c.image_centres(5 / 24)
+    assert set(centres) == {"ball", "cube"}
+    for d in scene.discs:
+        assert np.allclose(centres[d.id], scene.project(d.motion(5 / 24)), atol=1e-3)
     assert c.formula.correct_letter == "B" and c.formula.substituted.startswith("y(t) = 1.8")
     assert "g = 9.81" in c.annotation_text
     assert {s.id for s in c.target_state} == {"ball", "cube"}

@@ -29,7 +29,6 @@ blobs are split by 2-means on pixel coordinates). An object whose colour is clos
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 import math
 from dataclasses import dataclass, replace
 
@@ -668,7 +667,7 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
         limbs = case.memo("white_limbs", lambda: _white_limbs(case, scene, ref, masks))
         return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=scene.bodies,
                               camera=scene.camera, time=0.0, limbs=limbs, cache=cache,
-                              expected_at=scene.expected_at)
+                              expected_at=case.image_centres)
     if scene.plate is None:
         raise ValueError(f"{case.case_id}: no clean plate; in-scene segmentation needs one "
                          "(or a learned segmenter)")
@@ -681,7 +680,7 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
     return SegmentContext(ids, scene.frame0, scene.masks0, background=scene.plate, priors=priors,
                           exclude_rgb=exclude, bodies=scene.bodies, camera=scene.camera,
                           scene_depth=scene.depth, limbs=scene.limbs, shadows=shadows, cache=scene.cache,
-                          expected_at=scene.expected_at,
+                          expected_at=case.image_centres,
                           time=case.target_time if subtrack == "formulation_graphic" else None)
 
 
@@ -698,7 +697,6 @@ class SceneModels:
     depth: np.ndarray | None
     limbs: dict[str, LimbModel]
     cache: dict
-    expected_at: Callable[[float], dict[str, tuple[float, float]]] | None = None
 
 
 def scene_models(case) -> SceneModels:
@@ -715,25 +713,7 @@ def scene_models(case) -> SceneModels:
         depth = None     # a depth map at another resolution than the frames cannot be trusted per pixel
     usable = bool(bodies) and frame0 is not None and plate is not None and frame0.shape == plate.shape
     limbs = limb_models(case, camera, bodies, frame0, masks0, plate, depth) if usable else {}
-    return SceneModels(frame0, masks0, plate, camera, bodies, depth, limbs, {}, expected_positions(case))
-
-
-def expected_positions(case) -> Callable[[float], dict[str, tuple[float, float]]] | None:
-    """time -> image position of each object's GT centre (`SegmentContext.expected_at`)."""
-    tracks = case.object_tracks()
-    if tracks is None or case.intrinsic is None or case.extrinsic is None:
-        return None
-    from ..metrics import project_points
-
-    def at(t: float) -> dict[str, tuple[float, float]]:
-        pos, _ = tracks.at(t)
-        ids = [k for k, X in pos.items() if np.all(np.isfinite(X))]
-        if not ids:
-            return {}
-        uv = project_points(np.stack([pos[k] for k in ids]), case.intrinsic, case.extrinsic)
-        return {k: (float(u), float(v)) for k, (u, v) in zip(ids, uv)}
-
-    return at
+    return SceneModels(frame0, masks0, plate, camera, bodies, depth, limbs, {})
 
 
 def _white_inputs(case) -> tuple[np.ndarray | None, dict[str, np.ndarray], dict]:

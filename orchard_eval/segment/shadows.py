@@ -23,6 +23,7 @@ import cv2
 
 import numpy as np
 
+from ..metrics import backproject_to_plane
 from .shape_prior import BodyPrior, Camera, darkened_plate, slab_span
 
 MIN_SHADOW_PX = 20        # observed shadow pixels the light fit needs
@@ -60,13 +61,14 @@ def fill_object_holes(camera: Camera, depth: np.ndarray, objects: np.ndarray, ri
     if n <= 1:
         return out
     kernel = np.ones((2 * ring_px + 1, 2 * ring_px + 1), np.uint8)
+    known = np.isfinite(depth) & ~objects
+    surface = scene_points(camera, depth)
     for k in range(1, n):
         hole = labels == k
-        ring = (cv2.dilate(hole.astype(np.uint8), kernel) > 0) & ~objects & np.isfinite(depth)
+        ring = (cv2.dilate(hole.astype(np.uint8), kernel) > 0) & known
         if int(ring.sum()) < 20:
             continue
-        ys, xs = np.nonzero(ring)
-        P = scene_points(camera, np.where(ring, depth, np.nan))[ys, xs]
+        P = surface[ring]
         keep = np.ones(len(P), bool)
         for _round in range(3):       # drop what is off the plane (another surface's edge in the ring)
             c = P[keep].mean(axis=0)
@@ -78,16 +80,9 @@ def fill_object_holes(camera: Camera, depth: np.ndarray, objects: np.ndarray, ri
         if keep.sum() < 10 or float(np.sqrt(np.mean(r[keep] ** 2))) > max_rms_m or keep.mean() < 0.6:
             continue
         hy, hx = np.nonzero(hole)
-        # ray through each pixel centre: camera-frame direction ((u - cx)/fx, (v - cy)/fy, 1), whose
-        # world point is R^T(z·d − t); solve n·X = n·c for the depth z
-        K = camera.K
-        d_cam = np.stack([(hx + 0.5 - K[0, 2]) / K[0, 0], (hy + 0.5 - K[1, 2]) / K[1, 1], np.ones(hx.size)], axis=1)
-        d_world = d_cam @ camera.R
-        origin = -camera.t @ camera.R
-        den = d_world @ normal
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = ((c - origin) @ normal) / den
-        ok = np.isfinite(z) & (z > 0)
+        X = backproject_to_plane(np.stack([hx + 0.5, hy + 0.5], axis=1), camera.K, camera.E, c, normal)
+        z = X @ camera.R[2] + camera.t[2]          # depth along the optical axis; NaN where the ray misses
+        ok = np.isfinite(z)
         out[hy[ok], hx[ok]] = z[ok]
     return out
 
@@ -194,7 +189,8 @@ class CastShadows:
     points are computed when first needed."""
 
     def __init__(self, light: np.ndarray, camera: Camera, scene_depth: np.ndarray, agreement: float,
-                 filled: np.ndarray | None = None, frame0: np.ndarray | None = None):
+                 filled: np.ndarray | None = None, frame0: np.ndarray | None = None,
+                 points: np.ndarray | None = None):
         self.light = np.asarray(light, float)
         self.camera = camera
         self.depth = scene_depth
@@ -202,7 +198,7 @@ class CastShadows:
         # where the depth was filled in behind the condition frame's bodies, and that frame's colours
         self.filled = filled
         self.frame0 = frame0
-        self._points: np.ndarray | None = None
+        self._points = points           # `scene_points` of the depth, when the caller has them
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -217,7 +213,8 @@ class CastShadows:
     def crop(self, rows: slice, cols: slice) -> "CastShadows":
         return CastShadows(self.light, self.camera.crop(cols.start or 0, rows.start or 0), self.depth[rows, cols],
                            self.agreement, None if self.filled is None else self.filled[rows, cols],
-                           None if self.frame0 is None else self.frame0[rows, cols])
+                           None if self.frame0 is None else self.frame0[rows, cols],
+                           None if self._points is None else self._points[rows, cols])
 
     def still_covered(self, image: np.ndarray) -> np.ndarray:
         """Filled-in pixels where `image` still shows what the condition frame showed there (the body
@@ -259,4 +256,4 @@ def cast_shadows(camera: Camera, bodies: dict[str, BodyPrior], poses0: dict[str,
     fit = fit_light(poses, points, observed, ~near) if poses else None
     if fit is None or fit[1] < MIN_LIGHT_IOU:
         return None
-    return CastShadows(fit[0], camera, filled_depth, fit[1], holes & np.isfinite(filled_depth), frame0)
+    return CastShadows(fit[0], camera, filled_depth, fit[1], holes & np.isfinite(filled_depth), frame0, points)

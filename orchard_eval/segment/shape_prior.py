@@ -70,6 +70,7 @@ HUE_EVIDENCE = 0.06     # chromaticity difference from the plate that marks an o
 ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel counts as an outlier
 LIMB_BINS = 16          # outline directions the limb shading model tells apart
 LIMB_MIN_PIXELS = 4     # rim pixels a direction needs before its shading is trusted
+RIM_BAND_PX = 2.5       # distance from the outline within which the rim colour correction applies
 EDGE_SHIFT_MAX = 0.3    # largest rendered-rim offset (pixels) learned per direction (`LimbModel.edge_shift`)
 OCCLUSION_TOL_PX = 1.0  # the scene hides a body where it is nearer than its front by this (pixels at its depth)
 OCCLUSION_ROUNDS = 3    # fit ↔ hidden-pixel iterations at most
@@ -348,6 +349,12 @@ class Fit:
     image_centre: tuple[float, float]
 
 
+def blob_centroid(mask: np.ndarray) -> tuple[float, float]:
+    """Image position (u, v) of a non-empty mask's centroid (pixel centres at +0.5)."""
+    ys, xs = np.nonzero(mask)
+    return float(xs.mean()) + 0.5, float(ys.mean()) + 0.5
+
+
 def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.ndarray, weight: np.ndarray,
              time: float | None) -> Fit | None:
     """Fit the body's in-plane position: the silhouette's coverage against `evidence` (per-pixel
@@ -356,8 +363,7 @@ def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.nda
     colour segmentation, which starts the fit."""
     if int(blob.sum()) < MIN_BLOB_PX:
         return None
-    ys, xs = np.nonzero(blob)
-    fits = fit_bodies(camera, [body], [[(float(xs.mean()) + 0.5, float(ys.mean()) + 0.5)]], blob, evidence,
+    fits = fit_bodies(camera, [body], [[blob_centroid(blob)]], blob, evidence,
                       weight, time)
     return None if fits is None else fits[0]
 
@@ -516,6 +522,15 @@ class LimbModel:
     def correction(self, angles: np.ndarray) -> np.ndarray:
         return self.delta[_limb_bin(angles)]
 
+    def rim_shift(self, sd: np.ndarray, angles: np.ndarray) -> np.ndarray:
+        """`luma_alpha`'s `rim_shift` for points at signed distance `sd` from the outline, whose
+        nearest edge faces `angles`: the rim correction within RIM_BAND_PX of the outline, NaN
+        elsewhere (shape sd.shape + (3,))."""
+        out = np.full(np.shape(sd) + (3,), np.nan, np.float32)
+        near = np.abs(sd) < RIM_BAND_PX
+        out[near] = self.correction(angles[near])
+        return out
+
     def shift(self, angles: np.ndarray) -> np.ndarray:
         if self.edge_shift is None:
             return np.zeros(np.shape(angles))
@@ -531,9 +546,9 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
     """Learn a `LimbModel` from a frame where the body's pose is known (the condition frame):
     rim pixels (exact coverage from the silhouette, 4×4 samples per pixel) solved for the object
     colour that blends with the plate, α·o + (1 − α)·b, per outline direction, against the colour
-    two pixels inside. `usable`: pixels that show only this body and the plate (no other object, no
-    shadow, nothing hidden). `colour`: a rim colour model to keep (then only the rim offsets,
-    `LimbModel.edge_shift`, are learned here, read with that colour model)."""
+    two pixels inside; then the rim offsets (`_learn_edge_shift`). `usable`: pixels that show only
+    this body and the plate (no other object, no shadow, nothing hidden). `colour`: a rim colour
+    model to keep (then only the rim offsets are learned here, read with that colour model)."""
     poly = camera.silhouette(body, centre, R)
     if poly is None:
         return None
@@ -542,9 +557,24 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
     x1, y1 = min(int(np.ceil(poly[:, 0].max())) + 4, w), min(int(np.ceil(poly[:, 1].max())) + 4, h)
     if x1 - x0 < 8 or y1 - y0 < 8:
         return None
-    gy, gx = np.mgrid[y0:y1, x0:x1]
-    sd = signed_distance(poly, gx.ravel() + 0.5, gy.ravel() + 0.5).reshape(gy.shape)
-    rim = (sd > -0.75) & (sd < 1.5) & usable[y0:y1, x0:x1]
+    crop = (slice(y0, y1), slice(x0, x1))
+    inside = rasterise(poly, (h, w))[crop]
+    delta = colour.delta if colour is not None else \
+        _learn_rim_colours(poly, image[crop], plate[crop], usable[crop], inside, x0, y0)
+    if delta is None or not np.isfinite(delta).any():
+        return None
+    model = LimbModel(delta)
+    model.edge_shift = _learn_edge_shift(model, poly, image[crop], plate[crop], usable[crop], inside, x0, y0)
+    return model
+
+
+def _learn_rim_colours(poly: np.ndarray, image: np.ndarray, plate: np.ndarray, usable: np.ndarray,
+                       inside: np.ndarray, x0: int, y0: int) -> np.ndarray | None:
+    """`LimbModel.delta` on a crop (origin x0, y0) of the frame: per outline direction, the median rim
+    colour minus the colour two pixels inside; None with too few usable rim pixels."""
+    gy, gx = np.mgrid[0:inside.shape[0], 0:inside.shape[1]]
+    sd = signed_distance(poly, gx.ravel() + x0 + 0.5, gy.ravel() + y0 + 0.5).reshape(gy.shape)
+    rim = (sd > -0.75) & (sd < 1.5) & usable
     ry, rx = np.nonzero(rim)
     if ry.size < LIMB_MIN_PIXELS:
         return None
@@ -556,30 +586,21 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
     cover /= 16.0
     ok = cover >= 0.5
     ry, rx, cover = ry[ok], rx[ok], cover[ok]
-    inside = rasterise(poly, (h, w))[y0:y1, x0:x1].astype(np.uint8)
-    inner = cv2.erode(inside, np.ones((3, 3), np.uint8), iterations=2)
+    inner = cv2.erode(inside.astype(np.uint8), np.ones((3, 3), np.uint8), iterations=2)
     if not inner.any() or ry.size < LIMB_MIN_PIXELS:
         return None
     ny, nx = nearest_inside(inner)
-    c = weighted_ycc(image[y0:y1, x0:x1], FIT_CHROMA_WEIGHT)
-    b = weighted_ycc(plate[y0:y1, x0:x1], FIT_CHROMA_WEIGHT)
+    c = weighted_ycc(image, FIT_CHROMA_WEIGHT)
+    b = weighted_ycc(plate, FIT_CHROMA_WEIGHT)
     rim_colour = b[ry, rx] + (c[ry, rx] - b[ry, rx]) / cover[:, None]
     diff = rim_colour - c[ny[ry, rx], nx[ry, rx]]
-    angles = outline_field(poly, rx + x0 + 0.5, ry + y0 + 0.5)[1]
-    k = _limb_bin(angles)
+    k = _limb_bin(outline_field(poly, rx + x0 + 0.5, ry + y0 + 0.5)[1])
     delta = np.full((LIMB_BINS, 3), np.nan)
     for j in range(LIMB_BINS):
         sel = k == j
         if sel.sum() >= LIMB_MIN_PIXELS:
             delta[j] = np.median(diff[sel], axis=0)
-    if colour is not None:
-        delta = colour.delta
-    if not np.isfinite(delta).any():
-        return None
-    model = LimbModel(delta)
-    model.edge_shift = _learn_edge_shift(model, poly, image[y0:y1, x0:x1], plate[y0:y1, x0:x1],
-                                         usable[y0:y1, x0:x1], inside.astype(bool), x0, y0)
-    return model
+    return delta
 
 
 def _learn_edge_shift(model: LimbModel, poly: np.ndarray, image: np.ndarray, plate: np.ndarray,
@@ -592,10 +613,7 @@ def _learn_edge_shift(model: LimbModel, poly: np.ndarray, image: np.ndarray, pla
     gy, gx = np.mgrid[0:h, 0:w]
     sd, angle = outline_field(poly - [x0, y0], gx.ravel() + 0.5, gy.ravel() + 0.5)
     sd, angle = sd.reshape(h, w), angle.reshape(h, w)
-    near = np.abs(sd) < 2.5
-    shift = np.full((h, w, 3), np.nan, np.float32)
-    shift[near] = model.correction(angle[near])
-    alpha, weight = luma_alpha(image, plate, inside, rim_shift=shift)
+    alpha, weight = luma_alpha(image, plate, inside, rim_shift=model.rim_shift(sd, angle))
     rim = (np.abs(sd) < 1.5) & usable & (weight > 0)
     out = np.zeros(LIMB_BINS)
     k = _limb_bin(angle[rim])
@@ -684,11 +702,7 @@ def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray, radii: tuple[
     of the union's halves across each of its principal axes, and, given each body's image radius,
     each body tucked into one end of the union along its main axis (a small body against a large
     one: the colour split and the halves put the small one's start on the large one)."""
-    def cen(m):
-        ys, xs = np.nonzero(m)
-        return (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5)
-
-    starts = [[cen(a), cen(b)]]
+    starts = [[blob_centroid(a), blob_centroid(b)]]
     ys, xs = np.nonzero(union)
     pts = np.stack([xs, ys], axis=1).astype(np.float64) + 0.5
     c = pts.mean(axis=0)
@@ -714,6 +728,25 @@ def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray, radii: tuple[
         ra, rb = radii
         starts += [[tucked(ra, True), tucked(rb, False)], [tucked(ra, False), tucked(rb, True)]]
     return starts
+
+
+def _merge_overlapping(boxes: list[list[int]]) -> list[list[int]]:
+    """Boxes [y0, y1, x0, x1] with every overlapping pair replaced by their bounding box, until none
+    overlap (a merged box may reach a third)."""
+    def overlap(a, b):
+        return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+    boxes = [list(b) for b in boxes]
+    i = 0
+    while i < len(boxes):
+        j = next((j for j in range(i + 1, len(boxes)) if overlap(boxes[i], boxes[j])), None)
+        if j is None:
+            i += 1
+            continue
+        a, b = boxes[i], boxes.pop(j)
+        boxes[i] = [min(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), max(a[3], b[3])]
+        i = 0
+    return boxes
 
 
 def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior], camera: Camera,
@@ -755,19 +788,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
                       max(int(xs.min()) - pad, 0), min(int(xs.max()) + pad + 1, shape[1])])
     if not boxes:
         return masks, {}, []
-    merged = True
-    while merged:
-        merged = False
-        for i in range(len(boxes)):
-            for j in range(i + 1, len(boxes)):
-                a, b = boxes[i], boxes[j]
-                if a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]:
-                    boxes[i] = [min(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), max(a[3], b[3])]
-                    del boxes[j]
-                    merged = True
-                    break
-            if merged:
-                break
+    boxes = _merge_overlapping(boxes)
     out = {k: m.copy() for k, m in masks.items()}
     centres: dict[str, tuple[float, float]] = {}
     notes: list[str] = []
@@ -808,8 +829,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             b = bodies.get(oid)
             if b is None or int(m.sum()) < MIN_BLOB_PX:
                 continue
-            ys, xs = np.nonzero(m)
-            pose = camera.place(b, (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5), time)
+            pose = camera.place(b, blob_centroid(m), time)
             if pose is not None:
                 base_poses[oid] = (b, *pose)
 
@@ -850,11 +870,11 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                 continue
             gy, gx = np.mgrid[py0:py1, px0:px1]
             sd, angle = outline_field(poly, gx.ravel() + 0.5, gy.ravel() + 0.5)
-            near_rim = np.abs(sd) < 2.5
             if out is None:
                 out = np.full(shape + (3,), np.nan, np.float32)
+            near_rim = np.abs(sd) < RIM_BAND_PX
             sub = out[py0:py1, px0:px1].reshape(-1, 3)
-            sub[near_rim] = model.correction(angle[near_rim])
+            sub[near_rim] = model.rim_shift(sd, angle)[near_rim]
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
@@ -875,11 +895,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         out = np.zeros(shape, bool)
         if scene_depth is None:
             return out
-        for i, oid in enumerate(ids):
-            b = bodies[oid]
-            pose = (fs[i].centre, fs[i].attitude) if fs is not None else camera.place(b, starts[i], time)
-            if pose is not None:
-                out |= hidden_pixels(camera, b, *pose, scene_depth)
+        for b, X, R in poses_of(ids, fs, starts, others=False).values():
+            out |= hidden_pixels(camera, b, X, R, scene_depth)
         return out
 
     def visible_start(oid: str, blob: np.ndarray) -> tuple[float, float]:
@@ -887,8 +904,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         (the part the scene does not hide) has the blob's centroid. The blob's own centroid sits off
         the body's centre by the hidden part, and a fit started there can settle with the silhouette
         beside the occluder instead of behind it."""
-        ys, xs = np.nonzero(blob)
-        target = np.array([xs.mean() + 0.5, ys.mean() + 0.5])
+        target = np.array(blob_centroid(blob))
         uv = target.copy()
         if scene_depth is None:
             return float(uv[0]), float(uv[1])
@@ -913,8 +929,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
 
     def image_radius(oid: str, blob: np.ndarray) -> float:
         """Radius of the disc with the body's silhouette area, placed at its blob's centroid."""
-        ys, xs = np.nonzero(blob)
-        pose = camera.place(bodies[oid], (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5), time)
+        pose = camera.place(bodies[oid], blob_centroid(blob), time)
         poly = None if pose is None else camera.silhouette(bodies[oid], *pose, coarse=True)
         if poly is None:
             return float(np.sqrt(blob.sum() / np.pi))
@@ -922,8 +937,11 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         area = 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
         return float(np.sqrt(area / np.pi))
 
-    def poses_of(ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]]) -> dict[str, tuple]:
-        poses = dict(base_poses)
+    def poses_of(ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None,
+                 others: bool = True) -> dict[str, tuple]:
+        """(body, centre, attitude) of these bodies, fitted or placed at their image starts, and with
+        `others` every other body where its blob puts it."""
+        poses = dict(base_poses) if others else {}
         for i, oid in enumerate(ids):
             b = bodies[oid]
             pose = (fs[i].centre, fs[i].attitude) if fs is not None else camera.place(b, starts[i], time)

@@ -163,3 +163,40 @@ def test_ball_on_circular_track_keeps_energy_and_stays_on_the_circle():
     phi = np.degrees(np.arctan2(rel @ track.direction, -rel[:, 2]))
     assert 39.5 < phi.max() < 40.05  # rolling without slipping conserves energy (polygon joints cost < 1 %)
     assert [(c.t, c.kind) for c in run.contacts] == [(0.0, "begin")]  # no chatter at the segment joints
+
+
+def test_cylinder_resting_on_a_ramp_stays_put():
+    """scenes/at_rest/000032: on an AVX-512 CPU, MuJoCo's native convex collision at the suite's tight
+    tolerance once returned a contact 0.81 m deep for the lower cylinder and launched it at 84 m/s;
+    the guarded step redoes that collision pass with looser settings."""
+    from pathlib import Path
+
+    from orchard_build.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "scenes" / "at_rest" / "000032.yaml")
+    run = get_backend("mujoco").simulate(cfg)
+    for oid, track in run.states.items():
+        drift = np.linalg.norm(track.position - track.position[0], axis=1).max()
+        assert drift < 1e-3, (oid, drift)
+    assert run.info["collision_retries"] >= 0
+
+
+def test_guarded_step_refuses_a_contact_no_setting_makes_sane():
+    """A body placed 3 cm deep in a support is not a penetration the contacts allow: a clear error
+    instead of integrating the launch."""
+    import mujoco
+
+    from orchard_build.engines.mujoco_backend import BOGUS_CONTACT_DEPTH, guarded_step
+
+    cfg = ramp_case({"id": "box", "shape": "cube", "size": {"edge": 0.1}, "material": "steel",
+                     "placement": {"ramp": {"ramp": "ramp", "distance_from_top": 0.2}}})
+    backend = get_backend("mujoco")
+    model, data, _, bodies = backend.build(cfg)
+    assert guarded_step(model, data) == 0  # an ordinary resting contact needs no fallback
+    body = model.body("object:box").id
+    data.qpos[model.jnt_qposadr[model.body_jntadr[body]]:][:3] -= 3 * BOGUS_CONTACT_DEPTH * cfg.ramps[0].normal
+    mujoco.mj_forward(model, data)
+    tol = model.opt.ccd_tolerance
+    with pytest.raises(RuntimeError, match="deep"):
+        guarded_step(model, data)
+    assert model.opt.ccd_tolerance == tol  # the model's settings are restored

@@ -3,7 +3,7 @@ session with `orchard-build generate` + `orchard-build --config`: the oracle (th
 artifacts and GT video) through `orchard-eval run --judge none`, and the static / blank baselines.
 
 The target is oracle ≥ 0.98 on every objective metric of every case. With the rigid shape prior
-(segment/shape_prior.py) the weight-free segmenter reaches it on most cases (317 of the 400 shipped
+(segment/shape_prior.py) the weight-free segmenter reaches it on most cases (378 of the 400 shipped
 ones) but not on all: shaded limbs (glass, spheres) and cast shadows still bias the silhouette fit by
 a few tenths of a pixel on some objects (see docs/evaluation.md, "Calibration"). That target is kept
 as an expected failure; the floors asserted here guard what is reached.
@@ -25,10 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 TASKS = ("free_fall", "uniform_linear_motion", "perfectly_elastic_collision", "projectile_motion")
 COUNT, SEED = 2, 3
 IOUS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
-# floors a little under what the oracle reaches on these cases (measured: P-G ≥ 0.994, F-G ≥ 0.969,
-# Deduction IoUs ≥ 0.976, velocity ≥ 0.975); the 0.98 target is the xfail below
-# a little under what the oracle reaches on these cases (measured: P-G ≥ 0.996, F-G ≥ 0.978, Deduction
-# IoUs ≥ 0.979, velocity ≥ 0.956)
+# floors a little under what the oracle reaches on these cases (last measured: P-G ≥ 0.996, F-G ≥ 0.978,
+# Deduction IoUs ≥ 0.979, velocity ≥ 0.956); the 0.98 target is the xfail below
 FLOORS = {"perception_graphic": {"mask_iou": 0.98},
           "formulation_graphic": {"mask_iou": 0.97},
           "deduction": {"psnr": 0.98, "masked_psnr": 0.98, "spatial_iou": 0.97, "spatiotemporal_iou": 0.97,

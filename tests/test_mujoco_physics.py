@@ -186,7 +186,7 @@ def test_guarded_step_refuses_a_contact_no_setting_makes_sane():
     instead of integrating the launch."""
     import mujoco
 
-    from orchard_build.engines.mujoco_backend import BOGUS_CONTACT_DEPTH, guarded_step
+    from orchard_build.engines.mujoco_backend import BOGUS_CONTACT_DEPTH, EngineContactError, guarded_step
 
     cfg = ramp_case({"id": "box", "shape": "cube", "size": {"edge": 0.1}, "material": "steel",
                      "placement": {"ramp": {"ramp": "ramp", "distance_from_top": 0.2}}})
@@ -197,6 +197,6 @@ def test_guarded_step_refuses_a_contact_no_setting_makes_sane():
     data.qpos[model.jnt_qposadr[model.body_jntadr[body]]:][:3] -= 3 * BOGUS_CONTACT_DEPTH * cfg.ramps[0].normal
     mujoco.mj_forward(model, data)
     tol = model.opt.ccd_tolerance
-    with pytest.raises(RuntimeError, match="deep"):
+    with pytest.raises(EngineContactError, match="deep"):
         guarded_step(model, data)
     assert model.opt.ccd_tolerance == tol  # the model's settings are restored

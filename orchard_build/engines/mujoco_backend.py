@@ -25,6 +25,7 @@ _gl.configure()
 
 import mujoco  # noqa: E402  (after the GL platform is chosen)
 
+from ..errors import OrchardError  # noqa: E402
 from . import restitution as _rest  # noqa: E402
 from .base import (HIDE_OBJECTS, HIDE_SUPPORTS, PASSES, ContactEvent, EngineRun, ObjectTrack, Poses,  # noqa: E402
                    RenderResult, register_backend, register_renderer)
@@ -42,6 +43,10 @@ _CCD_FALLBACKS = ({"ccd_tolerance": 1e-8}, {"ccd_tolerance": 1e-6},
                   {"disableflags": int(mujoco.mjtDisableBit.mjDSBL_NATIVECCD)})
 
 
+class EngineContactError(OrchardError):
+    """MuJoCo's collision detection gave contacts no collision setting makes physically possible."""
+
+
 def _bogus_contacts(data) -> bool:
     return data.ncon > 0 and float(data.contact.dist[:data.ncon].min()) < -BOGUS_CONTACT_DEPTH
 
@@ -50,7 +55,7 @@ def guarded_step(model, data) -> int:
     """One ``mj_step`` (as ``mj_step1`` + ``mj_step2``, identical for the Euler integrator) whose
     collision pass is redone with looser convex-collision settings when it produced a bogus contact.
     Returns how many fallbacks were needed (0 on an ordinary step). Raises when none gives sane
-    contacts, rather than integrating a launch that never happened."""
+    contacts (`EngineContactError`), rather than integrating a launch that never happened."""
     mujoco.mj_step1(model, data)
     tries = 0
     if _bogus_contacts(data):
@@ -64,7 +69,7 @@ def guarded_step(model, data) -> int:
                 if not _bogus_contacts(data):
                     break
             else:
-                raise RuntimeError(f"MuJoCo collision detection gave a contact "
+                raise EngineContactError(f"MuJoCo collision detection gave a contact "
                                    f"{-float(data.contact.dist[:data.ncon].min()):.3f} m deep at t = {data.time:.5f} s "
                                    "with every convex-collision setting tried")
         finally:

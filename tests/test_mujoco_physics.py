@@ -200,3 +200,14 @@ def test_guarded_step_refuses_a_contact_no_setting_makes_sane():
     with pytest.raises(EngineContactError, match="deep"):
         guarded_step(model, data)
     assert model.opt.ccd_tolerance == tol  # the model's settings are restored
+
+
+def test_playback_reports_a_real_deep_penetration():
+    """Kinematic playback retries deep contacts too, but one every setting agrees on is reported."""
+    objs = [{"id": "ball", "shape": "sphere", "size": {"radius": 0.05}, "material": "steel",
+             "placement": {"free": {"position": [0.0, 0.0, 0.3]}}}]
+    cfg = resolve(make_raw(objs, task="free_fall", duration=0.5))
+    z = np.array([0.3, 0.02, 0.3])
+    poses = {"ball": (np.stack([np.zeros(3), np.zeros(3), z], 1), np.tile([1.0, 0, 0, 0], (3, 1)))}
+    run = get_backend("mujoco").playback(cfg, poses)
+    assert run.info["penetration"] == pytest.approx([0, 0.03, 0], abs=1e-9)

@@ -51,29 +51,40 @@ def _bogus_contacts(data) -> bool:
     return data.ncon > 0 and float(data.contact.dist[:data.ncon].min()) < -BOGUS_CONTACT_DEPTH
 
 
+def sane_collisions(model, data, compute, strict: bool) -> int:
+    """Run `compute(model, data)` (``mj_step1`` or ``mj_forward``: the position stage with collision
+    detection) and, while it leaves a bogus contact, again with each looser convex-collision setting
+    of `_CCD_FALLBACKS`; the model's own settings are restored afterwards. Returns how many fallbacks
+    were needed (0 on ordinary contacts). Where every setting gives the same deep contact it is real:
+    `strict` raises `EngineContactError` (dynamics would integrate a launch that never happened),
+    otherwise the contacts of the model's own settings stand (a pose sequence that does interpenetrate,
+    reported as such)."""
+    compute(model, data)
+    if not _bogus_contacts(data):
+        return 0
+    saved = (model.opt.ccd_tolerance, model.opt.disableflags)
+    try:
+        for tries, change in enumerate(_CCD_FALLBACKS, 1):
+            model.opt.ccd_tolerance = change.get("ccd_tolerance", saved[0])
+            model.opt.disableflags = saved[1] | change.get("disableflags", 0)
+            compute(model, data)
+            if not _bogus_contacts(data):
+                return tries
+        if strict:
+            raise EngineContactError(f"MuJoCo collision detection gave a contact "
+                                     f"{-float(data.contact.dist[:data.ncon].min()):.3f} m deep at "
+                                     f"t = {data.time:.5f} s with every convex-collision setting tried")
+    finally:
+        model.opt.ccd_tolerance, model.opt.disableflags = saved
+    compute(model, data)
+    return len(_CCD_FALLBACKS)
+
+
 def guarded_step(model, data) -> int:
     """One ``mj_step`` (as ``mj_step1`` + ``mj_step2``, identical for the Euler integrator) whose
-    collision pass is redone with looser convex-collision settings when it produced a bogus contact.
-    Returns how many fallbacks were needed (0 on an ordinary step). Raises when none gives sane
-    contacts (`EngineContactError`), rather than integrating a launch that never happened."""
-    mujoco.mj_step1(model, data)
-    tries = 0
-    if _bogus_contacts(data):
-        saved = (model.opt.ccd_tolerance, model.opt.disableflags)
-        try:
-            for tries, change in enumerate(_CCD_FALLBACKS, 1):
-                if "ccd_tolerance" in change:
-                    model.opt.ccd_tolerance = change["ccd_tolerance"]
-                model.opt.disableflags = saved[1] | change.get("disableflags", 0)
-                mujoco.mj_step1(model, data)
-                if not _bogus_contacts(data):
-                    break
-            else:
-                raise EngineContactError(f"MuJoCo collision detection gave a contact "
-                                   f"{-float(data.contact.dist[:data.ncon].min()):.3f} m deep at t = {data.time:.5f} s "
-                                   "with every convex-collision setting tried")
-        finally:
-            model.opt.ccd_tolerance, model.opt.disableflags = saved
+    collision pass is redone with looser convex-collision settings when it produced a bogus contact
+    (`sane_collisions`, strict). Returns how many fallbacks were needed."""
+    tries = sane_collisions(model, data, mujoco.mj_step1, strict=True)
     mujoco.mj_step2(model, data)
     return tries
 
@@ -297,7 +308,7 @@ class MujocoBackend:
             for oid, (p, q) in poses.items():
                 bodies.set_pose(data, oid, p[f], q[f])
             data.qvel[:] = 0.0
-            mujoco.mj_forward(model, data)
+            sane_collisions(model, data, mujoco.mj_forward, strict=False)
             touching = bodies.touching(data)
             pen[f] = max((v[0] for v in touching.values()), default=0.0)
             log.update(float(times[f]), touching)

@@ -805,119 +805,124 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     return out, centres, notes
 
 
-def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
-                  keep_rims, scene_depth, limbs, shadows):
-    shape = next(iter(masks.values())).shape
-    notes: list[str] = []
-    taken_all = np.zeros(shape, bool)
-    for m in masks.values():
-        taken_all |= m
-    fits: dict[str, Fit] = {}
-    strong: dict[str, np.ndarray] = {}
-    hue = chroma_distance(image, plate)
-    dark = darkened_plate(image, plate, chroma=hue)
-    image_ycc, plate_ycc = weighted_ycc(image, FIT_CHROMA_WEIGHT), weighted_ycc(plate, FIT_CHROMA_WEIGHT)
-    shadow_like = ambiguous | dark             # the object's dark side or a cast shadow
-    # without a shadow model every shadow-like pixel is distrusted; with one, only those where the
-    # bodies' shadows fall (recomputed with the poses in `fit_visible`)
-    unsure = shadow_like if shadows is None else np.zeros(shape, bool)
-    # ground behind a condition-frame body that is still there is not seen, so it shows no shadow
-    still_covered = None if shadows is None else shadows.still_covered(image)
-    base_poses: dict[str, tuple] = {}
-    if shadows is not None:
-        for oid, m in masks.items():
-            b = bodies.get(oid)
-            if b is None or int(m.sum()) < MIN_BLOB_PX:
-                continue
-            pose = camera.place(b, blob_centroid(m), time)
-            if pose is not None:
-                base_poses[oid] = (b, *pose)
+class _RoiFit:
+    """One region of a frame that the shape prior works on (`apply_shape_prior`), with what every
+    step there reads: the colour evidence, what supports hide, where cast shadows fall, where to
+    start and how to fit."""
 
-    def shadow_zone(poses: dict[str, tuple]) -> np.ndarray:
+    def __init__(self, masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs,
+                 shadows):
+        self.masks, self.bodies, self.camera, self.image, self.plate = masks, bodies, camera, image, plate
+        self.unobservable, self.time, self.scene_depth = unobservable, time, scene_depth
+        self.limbs, self.shadows = limbs, shadows
+        self.shape = shape = next(iter(masks.values())).shape
+        self.taken_all = np.zeros(shape, bool)
+        for m in masks.values():
+            self.taken_all |= m
+        self.hue = chroma_distance(image, plate)
+        dark = darkened_plate(image, plate, chroma=self.hue)
+        self.image_ycc, self.plate_ycc = weighted_ycc(image, FIT_CHROMA_WEIGHT), weighted_ycc(plate, FIT_CHROMA_WEIGHT)
+        self.shadow_like = ambiguous | dark             # the object's dark side or a cast shadow
+        # without a shadow model every shadow-like pixel is distrusted; with one, only those where the
+        # bodies' shadows fall (recomputed with the poses in `fit_visible`)
+        self.unsure = self.shadow_like if shadows is None else np.zeros(shape, bool)
+        # ground behind a condition-frame body that is still there is not seen, so it shows no shadow
+        self.still_covered = None if shadows is None else shadows.still_covered(image)
+        self.base_poses: dict[str, tuple] = {}
+        if shadows is not None:
+            for oid, m in masks.items():
+                b = bodies.get(oid)
+                if b is None or int(m.sum()) < MIN_BLOB_PX:
+                    continue
+                pose = camera.place(b, blob_centroid(m), time)
+                if pose is not None:
+                    self.base_poses[oid] = (b, *pose)
+
+    def shadow_zone(self, poses: dict[str, tuple]) -> np.ndarray:
         """The shadow-like pixels to distrust with the bodies at these poses: only those where the
         bodies' shadows fall (the camera sees a body, not the shadow behind it), widened by 2 px for
         the penumbra and a pose a pixel off. A body's unlit side elsewhere is evidence again."""
-        if shadows is None or not poses:
-            return unsure
-        seen = np.zeros(shape, bool)
+        if self.shadows is None or not poses:
+            return self.unsure
+        seen = np.zeros(self.shape, bool)
         for b, X, R in poses.values():
-            poly = camera.silhouette(b, X, R, coarse=True)
+            poly = self.camera.silhouette(b, X, R, coarse=True)
             if poly is not None:
-                seen |= rasterise(poly, shape)
+                seen |= rasterise(poly, self.shape)
         # only shadow-like pixels near the bodies or in a blob matter (the fit reads those)
-        near = ((cv2.dilate(seen.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0) | taken_all) & ~seen
-        cand = cv2.dilate((shadow_like & near).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        near = ((cv2.dilate(seen.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0) | self.taken_all) & ~seen
+        cand = cv2.dilate((self.shadow_like & near).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
         # the silhouette's outermost pixel ring may show ground after all: a pose a pixel too far into
         # the shadow would otherwise hide that shadow from the test and keep itself there
         core = cv2.erode(seen.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
-        cand |= cv2.dilate((shadow_like & seen & ~core).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-        cast = shadows.pixels(list(poses.values()), where=cand & ~core & ~still_covered)
-        return shadow_like & (cv2.dilate(cast.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
+        cand |= cv2.dilate((self.shadow_like & seen & ~core).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        cast = self.shadows.pixels(list(poses.values()), where=cand & ~core & ~self.still_covered)
+        return self.shadow_like & (cv2.dilate(cast.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
 
-    def rim_shift(starts: list[tuple[str, tuple[float, float]]]) -> np.ndarray | None:
+    def rim_shift(self, starts: list[tuple[str, tuple[float, float]]]) -> np.ndarray | None:
         """The learned rim shading (`LimbModel`) of each body around its outline at its start."""
         out = None
         for oid, uv in starts:
-            model = (limbs or {}).get(oid)
-            b = bodies[oid]
-            pose = None if model is None else camera.place(b, uv, time)
-            poly = None if pose is None else camera.silhouette(b, *pose, coarse=True)
+            model = (self.limbs or {}).get(oid)
+            b = self.bodies[oid]
+            pose = None if model is None else self.camera.place(b, uv, self.time)
+            poly = None if pose is None else self.camera.silhouette(b, *pose, coarse=True)
             if poly is None:
                 continue
             px0, py0 = max(int(poly[:, 0].min()) - 3, 0), max(int(poly[:, 1].min()) - 3, 0)
-            px1, py1 = min(int(poly[:, 0].max()) + 4, shape[1]), min(int(poly[:, 1].max()) + 4, shape[0])
+            px1, py1 = min(int(poly[:, 0].max()) + 4, self.shape[1]), min(int(poly[:, 1].max()) + 4, self.shape[0])
             if px1 <= px0 or py1 <= py0:
                 continue
             gy, gx = np.mgrid[py0:py1, px0:px1]
             sd, angle = outline_field(poly, gx.ravel() + 0.5, gy.ravel() + 0.5)
             if out is None:
-                out = np.full(shape + (3,), np.nan, np.float32)
+                out = np.full(self.shape + (3,), np.nan, np.float32)
             near_rim = np.abs(sd) < RIM_BAND_PX
             sub = out[py0:py1, px0:px1].reshape(-1, 3)
             sub[near_rim] = model.rim_shift(sd, angle)[near_rim]
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
-    def evidence(blob: np.ndarray, own: np.ndarray, starts: list[tuple[str, tuple[float, float]]] = ()):
-        alpha, weight = luma_alpha(image, plate, blob, image_ycc=image_ycc, plate_ycc=plate_ycc,
-                                   rim_shift=rim_shift(starts) if limbs else None)
+    def evidence(self, blob: np.ndarray, own: np.ndarray, starts: list[tuple[str, tuple[float, float]]] = ()):
+        alpha, weight = luma_alpha(self.image, self.plate, blob, image_ycc=self.image_ycc, plate_ycc=self.plate_ycc,
+                                   rim_shift=self.rim_shift(starts) if self.limbs else None)
         # blob pixels outside the silhouette stay only on luma evidence (or, where luma cannot
         # tell, on hue), never when they look like the plate in shadow
-        keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (hue >= HUE_EVIDENCE))) & ~unsure
-        weight[unsure] = 0.0
-        weight[taken_all & ~own] = 0.0        # another object's pixels say nothing about this one
-        if unobservable is not None:
-            weight[unobservable] = 0.0
+        keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (self.hue >= HUE_EVIDENCE))) & ~self.unsure
+        weight[self.unsure] = 0.0
+        weight[self.taken_all & ~own] = 0.0        # another object's pixels say nothing about this one
+        if self.unobservable is not None:
+            weight[self.unobservable] = 0.0
         return alpha, weight, keep
 
-    def hidden_at(ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None) -> np.ndarray:
+    def hidden_at(self, ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None) -> np.ndarray:
         """Pixels the scene hides of these bodies, at fitted poses or at image start positions."""
-        out = np.zeros(shape, bool)
-        if scene_depth is None:
+        out = np.zeros(self.shape, bool)
+        if self.scene_depth is None:
             return out
-        for b, X, R in poses_of(ids, fs, starts, others=False).values():
-            out |= hidden_pixels(camera, b, X, R, scene_depth)
+        for b, X, R in self.poses_of(ids, fs, starts, others=False).values():
+            out |= hidden_pixels(self.camera, b, X, R, self.scene_depth)
         return out
 
-    def visible_start(oid: str, blob: np.ndarray) -> tuple[float, float]:
+    def visible_start(self, oid: str, blob: np.ndarray) -> tuple[float, float]:
         """Where to start a body that a support may hide: the image position whose visible silhouette
         (the part the scene does not hide) has the blob's centroid. The blob's own centroid sits off
         the body's centre by the hidden part, and a fit started there can settle with the silhouette
         beside the occluder instead of behind it."""
         target = np.array(blob_centroid(blob))
         uv = target.copy()
-        if scene_depth is None:
+        if self.scene_depth is None:
             return float(uv[0]), float(uv[1])
-        b = bodies[oid]
+        b = self.bodies[oid]
         for _step in range(4):
-            pose = camera.place(b, tuple(uv), time)
-            poly = None if pose is None else camera.silhouette(b, *pose, coarse=True)
+            pose = self.camera.place(b, tuple(uv), self.time)
+            poly = None if pose is None else self.camera.silhouette(b, *pose, coarse=True)
             if poly is None:
                 break
-            hid = hidden_pixels(camera, b, *pose, scene_depth)
+            hid = hidden_pixels(self.camera, b, *pose, self.scene_depth)
             if _step == 0 and not hid.any():
                 break          # nothing hides the body here: the blob's centroid is the start
-            seen = rasterise(poly, shape) & ~hid
+            seen = rasterise(poly, self.shape) & ~hid
             if seen.sum() < MIN_BLOB_PX:
                 break
             vy, vx = np.nonzero(seen)
@@ -927,52 +932,52 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                 break
         return float(uv[0]), float(uv[1])
 
-    def image_radius(oid: str, blob: np.ndarray) -> float:
+    def image_radius(self, oid: str, blob: np.ndarray) -> float:
         """Radius of the disc with the body's silhouette area, placed at its blob's centroid."""
-        pose = camera.place(bodies[oid], blob_centroid(blob), time)
-        poly = None if pose is None else camera.silhouette(bodies[oid], *pose, coarse=True)
+        pose = self.camera.place(self.bodies[oid], blob_centroid(blob), self.time)
+        poly = None if pose is None else self.camera.silhouette(self.bodies[oid], *pose, coarse=True)
         if poly is None:
             return float(np.sqrt(blob.sum() / np.pi))
         x, y = poly[:, 0], poly[:, 1]
         area = 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
         return float(np.sqrt(area / np.pi))
 
-    def poses_of(ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None,
+    def poses_of(self, ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None,
                  others: bool = True) -> dict[str, tuple]:
         """(body, centre, attitude) of these bodies, fitted or placed at their image starts, and with
         `others` every other body where its blob puts it."""
-        poses = dict(base_poses) if others else {}
+        poses = dict(self.base_poses) if others else {}
         for i, oid in enumerate(ids):
-            b = bodies[oid]
-            pose = (fs[i].centre, fs[i].attitude) if fs is not None else camera.place(b, starts[i], time)
+            b = self.bodies[oid]
+            pose = (fs[i].centre, fs[i].attitude) if fs is not None else self.camera.place(b, starts[i], self.time)
             if pose is not None:
                 poses[oid] = (b, *pose)
         return poses
 
-    def fit_visible(ids: list[str], blob: np.ndarray, alpha: np.ndarray, weight: np.ndarray,
+    def fit_visible(self, ids: list[str], blob: np.ndarray, alpha: np.ndarray, weight: np.ndarray,
                     starts: list[list[tuple[float, float]]]) -> tuple[list[Fit] | None, np.ndarray, np.ndarray]:
         """Fit; find what the scene hides of the fitted bodies and where their shadows fall; refit
         without those pixels, until both settle. Returns the fits, the hidden pixels and the
         distrusted shadow-like pixels."""
-        hidden = hidden_at(ids, None, starts[0])
-        zone = shadow_zone(poses_of(ids, None, starts[0]))
+        hidden = self.hidden_at(ids, None, starts[0])
+        zone = self.shadow_zone(self.poses_of(ids, None, starts[0]))
         zone_at = np.array(starts[0], float)       # where the bodies were when `zone` was found
         window = (weight > 0) & (cv2.dilate(blob.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0)
         fs = None
-        rounds = OCCLUSION_ROUNDS if scene_depth is not None or shadows is not None else 1
+        rounds = OCCLUSION_ROUNDS if self.scene_depth is not None or self.shadows is not None else 1
         for _round in range(rounds):
             w = weight.copy()
             w[hidden | zone] = 0.0
-            fs = fit_bodies(camera, [bodies[i] for i in ids], starts, blob, alpha, w, time,
-                            None if not limbs else [limbs.get(i) for i in ids])
+            fs = fit_bodies(self.camera, [self.bodies[i] for i in ids], starts, blob, alpha, w, self.time,
+                            None if not self.limbs else [self.limbs.get(i) for i in ids])
             if fs is None or rounds == 1:
                 break
-            now = hidden_at(ids, fs, None)
+            now = self.hidden_at(ids, fs, None)
             now_zone = zone
             fitted_at = np.array([f.image_centre for f in fs])
-            if shadows is not None and np.max(np.hypot(*(fitted_at - zone_at).T)) > 1.0:
+            if self.shadows is not None and np.max(np.hypot(*(fitted_at - zone_at).T)) > 1.0:
                 # the zone is widened by 2 px: a body that moved less keeps it
-                now_zone, zone_at = shadow_zone(poses_of(ids, fs, starts[0])), fitted_at
+                now_zone, zone_at = self.shadow_zone(self.poses_of(ids, fs, starts[0])), fitted_at
             # only a change the fit can see (a weighted pixel in its window) calls for a refit
             settled = (int((now ^ hidden).sum()) <= OCCLUSION_SETTLED_PX
                        and int(((now_zone ^ zone) & window).sum()) <= SHADOW_SETTLED_PX)
@@ -982,6 +987,14 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             starts = [[f.image_centre for f in fs]]
         return fs, hidden, zone
 
+
+def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
+                  keep_rims, scene_depth, limbs, shadows):
+    roi = _RoiFit(masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs, shadows)
+    shape = roi.shape
+    notes: list[str] = []
+    fits: dict[str, Fit] = {}
+    strong: dict[str, np.ndarray] = {}
     joint: set[str] = set()
     hidden: dict[str, np.ndarray] = {}
     for group in alike or ():
@@ -993,9 +1006,10 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         touching = (cv2.dilate(masks[a].astype(np.uint8), np.ones((3, 3), np.uint8)) > 0) & masks[b]
         if not touching.any():
             continue
-        splits = _split_starts(masks[a], masks[b], union, (image_radius(a, masks[a]), image_radius(b, masks[b])))
-        alpha, weight, keep = evidence(union, union, list(zip((a, b), splits[0])))
-        fs, hid, zone = fit_visible([a, b], union, alpha, weight, splits)
+        radii = (roi.image_radius(a, masks[a]), roi.image_radius(b, masks[b]))
+        splits = _split_starts(masks[a], masks[b], union, radii)
+        alpha, weight, keep = roi.evidence(union, union, list(zip((a, b), splits[0])))
+        fs, hid, zone = roi.fit_visible([a, b], union, alpha, weight, splits)
         if fs is None or fs[0].iou < min_iou:
             notes.append(f"{a}, {b}: rigid silhouettes disagree with their joint blob; shape prior not applied")
             continue
@@ -1006,9 +1020,9 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         body = bodies.get(oid)
         if body is None or int(m.sum()) < MIN_BLOB_PX or oid in joint:
             continue
-        start = visible_start(oid, m)
-        alpha, weight, keep = evidence(m, m, [(oid, start)])
-        fs, hid, zone = fit_visible([oid], m, alpha, weight, [[start]])
+        start = roi.visible_start(oid, m)
+        alpha, weight, keep = roi.evidence(m, m, [(oid, start)])
+        fs, hid, zone = roi.fit_visible([oid], m, alpha, weight, [[start]])
         strong[oid] = keep & ~zone
         if fs is None:
             continue

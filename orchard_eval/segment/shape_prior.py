@@ -852,10 +852,9 @@ class _RoiFit:
         # only shadow-like pixels near the bodies or in a blob matter (the fit reads those)
         near = ((cv2.dilate(seen.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0) | self.taken_all) & ~seen
         cand = cv2.dilate((self.shadow_like & near).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-        # the silhouette's outermost pixel ring may show ground after all: a pose a pixel too far into
-        # the shadow would otherwise hide that shadow from the test and keep itself there
+        # inside a silhouette the camera sees the body, not ground; its outermost pixel ring, within the
+        # candidates' 2-px widening, is tested all the same (the pose may be a pixel off)
         core = cv2.erode(seen.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
-        cand |= cv2.dilate((self.shadow_like & seen & ~core).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
         cast = self.shadows.pixels(list(poses.values()), where=cand & ~core & ~self.still_covered)
         return self.shadow_like & (cv2.dilate(cast.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
 

@@ -158,14 +158,15 @@ def test_object_holes_in_the_scene_depth_are_filled_with_the_surface_around_them
     sky[2:8, 150:160] = True
     assert np.isinf(depth[sky]).all() and seen.sum() > 200
     holed = np.where(seen, np.inf, depth).astype(np.float32)
-    filled = SH.fill_object_holes(CAM, holed, seen | sky)
+    filled, points = SH.fill_object_holes(CAM, holed, seen | sky)
     assert np.allclose(filled[seen], depth[seen], rtol=1e-4)
     assert np.isinf(filled[sky]).all()
     assert np.array_equal(filled[~seen], holed[~seen])
     # a shadow now lands on the uncovered floor
     moved = [(ball, np.array([0.1, 0.8, 0.08]), np.eye(3))]     # rolled 0.3 m away from the camera
     light = SH.direction(-90.0, 40.0)                   # towards the camera: the shadow falls back to it
-    on_hole = SH.shadow_pixels(moved, SH.scene_points(CAM, filled), light) & seen
+    assert np.allclose(points, SH.scene_points(CAM, filled), equal_nan=True)   # the points come with the fill
+    on_hole = SH.shadow_pixels(moved, points, light) & seen
     assert on_hole.sum() > 50
     assert not (SH.shadow_pixels(moved, SH.scene_points(CAM, holed), light) & seen).any()
     # while the body still stands on its hole, the camera sees it there, not the floor: no shadow

@@ -35,21 +35,26 @@ UNCHANGED_SUM = 24        # |frame − condition frame| summed over RGB up to wh
 def scene_points(camera: Camera, depth: np.ndarray) -> np.ndarray:
     """World coordinates (H, W, 3) of the surface seen at each pixel centre (`depth` in metres along
     the optical axis); NaN where the depth is not finite."""
-    h, w = depth.shape
-    ys, xs = np.mgrid[0:h, 0:w]
+    ys, xs = np.mgrid[0:depth.shape[0], 0:depth.shape[1]]
+    return pixel_points(camera, xs, ys, depth)
+
+
+def pixel_points(camera: Camera, xs: np.ndarray, ys: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """`scene_points` at the pixels (xs, ys) only (arrays of one shape, with their depths)."""
     K = camera.K
     x_cam = (xs + 0.5 - K[0, 2]) / K[0, 0] * depth
     y_cam = (ys + 0.5 - K[1, 2]) / K[1, 1] * depth
     cam = np.stack([x_cam, y_cam, depth], axis=-1).astype(np.float64) - camera.t
-    pts = np.einsum("hwi,ij->hwj", cam, camera.R)          # R^T (x_cam - t), per pixel
+    pts = np.einsum("...i,ij->...j", cam, camera.R)          # R^T (x_cam - t), per pixel
     pts[~np.isfinite(depth)] = np.nan
     return pts
 
 
 def fill_object_holes(camera: Camera, depth: np.ndarray, objects: np.ndarray, ring_px: int = 6,
-                      max_rms_m: float = 0.01) -> np.ndarray:
+                      max_rms_m: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
     """`depth` with the pixels of `objects` (bool; where the condition frame's bodies hid the scene,
-    so the scene depth has no value) filled by the plane through the surface around each of them.
+    so the scene depth has no value) filled by the plane through the surface around each of them,
+    and the `scene_points` of the filled depth.
 
     Why: a body that moves away uncovers ground it stood on in the condition frame, and its shadow
     later falls there; without a surface at those pixels no shadow could be predicted on them. The
@@ -57,12 +62,13 @@ def fill_object_holes(camera: Camera, depth: np.ndarray, objects: np.ndarray, ri
     surface around the hole is what is behind it. A hole whose ring is not flat within `max_rms_m`
     (or has too few known points: a body against the sky) stays unknown."""
     out = depth.copy()
+    surface = scene_points(camera, depth)
     n, labels = cv2.connectedComponents(objects.astype(np.uint8), connectivity=8)
     if n <= 1:
-        return out
+        return out, surface
     kernel = np.ones((2 * ring_px + 1, 2 * ring_px + 1), np.uint8)
     known = np.isfinite(depth) & ~objects
-    surface = scene_points(camera, depth)
+    filled = []
     for k in range(1, n):
         hole = labels == k
         ring = (cv2.dilate(hole.astype(np.uint8), kernel) > 0) & known
@@ -84,7 +90,11 @@ def fill_object_holes(camera: Camera, depth: np.ndarray, objects: np.ndarray, ri
         z = X @ camera.R[2] + camera.t[2]          # depth along the optical axis; NaN where the ray misses
         ok = np.isfinite(z)
         out[hy[ok], hx[ok]] = z[ok]
-    return out
+        filled.append((hy[ok], hx[ok]))
+    # the ring points were read above from the unfilled surface: the filled pixels get theirs after
+    for hy, hx in filled:
+        surface[hy, hx] = pixel_points(camera, hx, hy, out[hy, hx])
+    return out, surface
 
 
 def direction(azimuth_deg: float, elevation_deg: float) -> np.ndarray:
@@ -251,8 +261,7 @@ def cast_shadows(camera: Camera, bodies: dict[str, BodyPrior], poses0: dict[str,
     poses = [(b, poses0[k], b.candidate_attitudes(0.0)[0]) for k, b in bodies.items() if k in poses0]
     # the surface behind the condition frame's bodies, where their shadows may fall once they move
     holes = objects & ~np.isfinite(scene_depth)
-    filled_depth = fill_object_holes(camera, scene_depth, holes)
-    points = scene_points(camera, filled_depth)
+    filled_depth, points = fill_object_holes(camera, scene_depth, holes)
     fit = fit_light(poses, points, observed, ~near) if poses else None
     if fit is None or fit[1] < MIN_LIGHT_IOU:
         return None

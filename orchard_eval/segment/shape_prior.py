@@ -559,21 +559,22 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
         return None
     crop = (slice(y0, y1), slice(x0, x1))
     inside = rasterise(poly, (h, w))[crop]
+    gy, gx = np.mgrid[y0:y1, x0:x1]
+    sd, angle = (f.reshape(gy.shape) for f in outline_field(poly, gx.ravel() + 0.5, gy.ravel() + 0.5))
     delta = colour.delta if colour is not None else \
-        _learn_rim_colours(poly, image[crop], plate[crop], usable[crop], inside, x0, y0)
+        _learn_rim_colours(poly, image[crop], plate[crop], usable[crop], inside, sd, angle, x0, y0)
     if delta is None or not np.isfinite(delta).any():
         return None
     model = LimbModel(delta)
-    model.edge_shift = _learn_edge_shift(model, poly, image[crop], plate[crop], usable[crop], inside, x0, y0)
+    model.edge_shift = _learn_edge_shift(model, image[crop], plate[crop], usable[crop], inside, sd, angle)
     return model
 
 
 def _learn_rim_colours(poly: np.ndarray, image: np.ndarray, plate: np.ndarray, usable: np.ndarray,
-                       inside: np.ndarray, x0: int, y0: int) -> np.ndarray | None:
-    """`LimbModel.delta` on a crop (origin x0, y0) of the frame: per outline direction, the median rim
-    colour minus the colour two pixels inside; None with too few usable rim pixels."""
-    gy, gx = np.mgrid[0:inside.shape[0], 0:inside.shape[1]]
-    sd = signed_distance(poly, gx.ravel() + x0 + 0.5, gy.ravel() + y0 + 0.5).reshape(gy.shape)
+                       inside: np.ndarray, sd: np.ndarray, angle: np.ndarray, x0: int, y0: int) -> np.ndarray | None:
+    """`LimbModel.delta` on a crop (origin x0, y0) of the frame, whose pixels lie at signed distance
+    `sd` from the outline `poly` with nearest edges facing `angle`: per outline direction, the median
+    rim colour minus the colour two pixels inside; None with too few usable rim pixels."""
     rim = (sd > -0.75) & (sd < 1.5) & usable
     ry, rx = np.nonzero(rim)
     if ry.size < LIMB_MIN_PIXELS:
@@ -594,7 +595,7 @@ def _learn_rim_colours(poly: np.ndarray, image: np.ndarray, plate: np.ndarray, u
     b = weighted_ycc(plate, FIT_CHROMA_WEIGHT)
     rim_colour = b[ry, rx] + (c[ry, rx] - b[ry, rx]) / cover[:, None]
     diff = rim_colour - c[ny[ry, rx], nx[ry, rx]]
-    k = _limb_bin(outline_field(poly, rx + x0 + 0.5, ry + y0 + 0.5)[1])
+    k = _limb_bin(angle[ry, rx])
     delta = np.full((LIMB_BINS, 3), np.nan)
     for j in range(LIMB_BINS):
         sel = k == j
@@ -603,16 +604,14 @@ def _learn_rim_colours(poly: np.ndarray, image: np.ndarray, plate: np.ndarray, u
     return delta
 
 
-def _learn_edge_shift(model: LimbModel, poly: np.ndarray, image: np.ndarray, plate: np.ndarray,
-                      usable: np.ndarray, inside: np.ndarray, x0: int, y0: int) -> np.ndarray:
+def _learn_edge_shift(model: LimbModel, image: np.ndarray, plate: np.ndarray, usable: np.ndarray,
+                      inside: np.ndarray, sd: np.ndarray, angle: np.ndarray) -> np.ndarray:
     """Per outline direction, the offset δ (pixels, |δ| ≤ EDGE_SHIFT_MAX) that makes the fit's
     coverage model clip(0.5 + sd + δ, 0, 1) best explain the evidence `luma_alpha` reads (rim colour
     corrected by `model`) at the true pose: on the condition frame the fit's residual bias is seen
-    directly, the ramp of rim pixels on one side sitting further out or in than the geometry says."""
-    h, w = inside.shape
-    gy, gx = np.mgrid[0:h, 0:w]
-    sd, angle = outline_field(poly - [x0, y0], gx.ravel() + 0.5, gy.ravel() + 0.5)
-    sd, angle = sd.reshape(h, w), angle.reshape(h, w)
+    directly, the ramp of rim pixels on one side sitting further out or in than the geometry says.
+    `sd`, `angle`: the crop's pixels' signed distance from the true outline and its nearest edge's
+    direction."""
     alpha, weight = luma_alpha(image, plate, inside, rim_shift=model.rim_shift(sd, angle))
     rim = (np.abs(sd) < 1.5) & usable & (weight > 0)
     out = np.zeros(LIMB_BINS)
@@ -812,7 +811,7 @@ class _RoiFit:
 
     def __init__(self, masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs,
                  shadows):
-        self.masks, self.bodies, self.camera, self.image, self.plate = masks, bodies, camera, image, plate
+        self.bodies, self.camera, self.image, self.plate = bodies, camera, image, plate
         self.unobservable, self.time, self.scene_depth = unobservable, time, scene_depth
         self.limbs, self.shadows = limbs, shadows
         self.shape = shape = next(iter(masks.values())).shape

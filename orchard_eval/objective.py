@@ -88,9 +88,10 @@ def _resolve_alike(case: EvalCase, where: dict, alike: list[list[str]], t: float
     return out
 
 
-def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None):
+def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_frames=None):
     """Masks per frame, low-confidence flag, notes, and where each object is per frame (its fitted
-    centre or mask centroid, `Segmentation.positions`)."""
+    centre or mask centroid, `Segmentation.positions`). `gt_frames`: the GT frames at `times`, when
+    the caller has decoded them (`SegmentContext.gt_frame`)."""
     ctx = context_for_case(case, "deduction")
     shape = (case.frame_size[1], case.frame_size[0])
     out, low, notes = [], False, []
@@ -102,6 +103,7 @@ def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None):
             where.append({})
             continue
         ctx.time = None if times is None else float(times[k])
+        ctx.gt_frame = None if gt_frames is None else gt_frames[k]
         s = done.get(id(f))
         if s is None:
             s = done[id(f)] = seg.segment(f, ctx)
@@ -137,7 +139,7 @@ def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmen
         res.notes.append("no GT instance masks: mask metrics not applicable")
         return res
     try:
-        pred_masks, low, notes, where = _segment_sequence(case, packet.frames, seg, packet.times)
+        pred_masks, low, notes, where = _segment_sequence(case, packet.frames, seg, packet.times, gt.frames)
     except ValueError as exc:
         res.notes.append(f"mask metrics not applicable: {exc}")
         return res

@@ -31,6 +31,10 @@ class SegmentContext:
     scene_depth: np.ndarray | None = None
     # object id -> its rim shading (segment.shape_prior.LimbModel), learned on the condition frame
     limbs: dict = field(default_factory=dict)
+    # (time, GT frame then or None) -> the rim models learned at that time; None: `limbs` at any time
+    limbs_at: Callable[[float, np.ndarray | None], dict] | None = field(default=None, repr=False)
+    # the GT frame at `time`, where the caller has decoded it (saves decoding it again)
+    gt_frame: np.ndarray | None = field(default=None, repr=False)
     # where the objects' cast shadows fall (segment.shadows.CastShadows), fitted on the condition frame
     shadows: object | None = None
     # time -> where each object's GT centre projects then (u, v); used only to tell objects that look

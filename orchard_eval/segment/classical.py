@@ -623,11 +623,12 @@ class ClassicalSegmenter:
             # pixels within one pixel of the outline (a limb shaded unlike the interior biases the
             # fit there) and loses those farther out (ringing around a dark body)
             if eligible is not None:
+                limbs = ctx.limbs if ctx.limbs_at is None or ctx.time is None else ctx.limbs_at(ctx.time, ctx.gt_frame)
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, ctx.background, allowed=eligible,
                     ambiguous=shadow_like, unobservable=ignore, time=ctx.time, alike=alike,
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
-                    and ctx.scene_depth.shape == image.shape[:2] else None, limbs=ctx.limbs,
+                    and ctx.scene_depth.shape == image.shape[:2] else None, limbs=limbs,
                     shadows=ctx.shadows if ctx.shadows is not None
                     and ctx.shadows.shape == image.shape[:2] else None)
             else:
@@ -672,14 +673,11 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
         raise ValueError(f"{case.case_id}: no clean plate; in-scene segmentation needs one "
                          "(or a learned segmenter)")
     exclude = ANSWER_ANNOTATION_RGB if subtrack == "formulation_graphic" else ()
-    # the light is fitted only for in-scene subtracks (objects on white cast no shadow)
-    shadows = case.memo("cast_shadows", lambda: case_shadows(case, scene.camera, scene.bodies, scene.frame0,
-                                                            scene.masks0, scene.plate, scene.depth)) \
-        if scene.bodies and scene.depth is not None and scene.frame0 is not None \
-        and scene.frame0.shape == scene.plate.shape else None
+    shadows = _memo_shadows(case, scene.camera, scene.bodies, scene.frame0, scene.masks0, scene.plate, scene.depth)
     return SegmentContext(ids, scene.frame0, scene.masks0, background=scene.plate, priors=priors,
                           exclude_rgb=exclude, bodies=scene.bodies, camera=scene.camera,
                           scene_depth=scene.depth, limbs=scene.limbs, shadows=shadows, cache=scene.cache,
+                          limbs_at=lambda t, frame: limbs_at(case, t, frame),
                           expected_at=case.image_centres,
                           time=case.target_time if subtrack == "formulation_graphic" else None)
 
@@ -697,6 +695,14 @@ class SceneModels:
     depth: np.ndarray | None
     limbs: dict[str, LimbModel]
     cache: dict
+
+
+def _memo_shadows(case, camera, bodies, frame0, masks0, plate, depth) -> CastShadows | None:
+    """The case's cast shadows (`case_shadows`), fitted once per case, where the case has what the
+    light fit needs (rigid bodies, the scene's depth, a condition frame the size of the plate)."""
+    if not bodies or depth is None or frame0 is None or plate is None or frame0.shape != plate.shape:
+        return None
+    return case.memo("cast_shadows", lambda: case_shadows(case, camera, bodies, frame0, masks0, plate, depth))
 
 
 def scene_models(case) -> SceneModels:
@@ -754,15 +760,17 @@ def case_shadows(case, camera, bodies, frame0, masks0, plate, scene_depth) -> Ca
 
 def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, masks0: dict[str, np.ndarray],
                 plate: np.ndarray, scene_depth: np.ndarray | None,
-                colours: dict[str, LimbModel] | None = None) -> dict[str, LimbModel]:
-    """Each body's rim shading (`shape_prior.LimbModel`), learned on the condition frame where its pose
-    (GT track at t = 0) and mask are known; rim pixels next to another object, a changed background
-    pixel (a cast shadow) or a hiding support are not used. `colours`: rim colours already known per
-    object (only the rim offsets are learned on this frame then)."""
+                colours: dict[str, LimbModel] | None = None, time: float = 0.0,
+                offsets: bool = True) -> dict[str, LimbModel]:
+    """Each body's rim shading (`shape_prior.LimbModel`), learned on a GT frame where its pose (GT
+    track at `time`, the condition frame by default) and mask are known; rim pixels next to another
+    object, a changed background pixel (a cast shadow) or a hiding support are not used. `colours`:
+    rim colours already known per object (only the rim offsets are learned on this frame then);
+    `offsets` False: rim colours only."""
     tracks = case.object_tracks()
     if camera is None or tracks is None:
         return {}
-    pos, _ = tracks.at(0.0)
+    pos, _ = tracks.at(time)
     grow = np.ones((5, 5), np.uint8)
     objects = np.zeros(plate.shape[:2], bool)
     for m in masks0.values():
@@ -777,16 +785,58 @@ def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, 
         m = masks0.get(oid)
         if m is None or not m.any() or oid not in pos:
             continue
-        R = body.candidate_attitudes(0.0)[0]
+        R = body.candidate_attitudes(time)[0]
         others = cv2.dilate((objects & ~m).astype(np.uint8), grow) > 0
         usable = ~others & ~shadowed
         if scene_depth is not None:
             usable &= ~(cv2.dilate(hidden_pixels(camera, body, pos[oid], R, scene_depth).astype(np.uint8), grow) > 0)
         model = learn_limb_model(camera, body, pos[oid], R, frame0, plate, usable,
-                                 None if colours is None else colours.get(oid))
+                                 None if colours is None else colours.get(oid), offsets=offsets)
         if model is not None:
             out[oid] = model
     return out
+
+
+def limbs_at(case, t: float | None, frame: np.ndarray | None = None) -> dict[str, LimbModel]:
+    """The bodies' rim models for a frame answering physical time `t`: rim colours learned on the GT
+    frame nearest to t (`frame` when the caller has decoded it) with that frame's masks and poses,
+    since a rim's shading changes with where the body is (the light meets it at another angle); the
+    rim offsets stay those of the condition frame (measured: offsets learned at t itself absorb that
+    frame's coding noise and cost more than they gain). Directions that frame cannot show (another
+    object, a shadow, a support next to the rim) and bodies it cannot show at all keep the condition
+    frame's model; so does every body where t is None or 0, or the case has no GT frame or masks."""
+    scene = case.memo("scene_models", lambda: scene_models(case))
+    if t is None or not scene.limbs or scene.plate is None:
+        return scene.limbs
+    try:
+        index = case.gt_index(t)
+    except ValueError:      # no GT frames
+        return scene.limbs
+    if index == 0:
+        return scene.limbs
+
+    def learn() -> dict[str, LimbModel]:
+        try:
+            image = case.gt_frame(index) if frame is None else frame
+            masks = case.gt_object_masks(index)
+        except ValueError:  # the frame or its masks cannot be read: the condition frame's models
+            return scene.limbs
+        if image.shape != scene.plate.shape or not masks:
+            return scene.limbs
+        learned = limb_models(case, scene.camera, {k: b for k, b in scene.bodies.items() if k in scene.limbs},
+                              image, masks, scene.plate, scene.depth, time=index / case.gt_fps, offsets=False)
+        return {k: _rim_colours_from(learned.get(k), m) for k, m in scene.limbs.items()}
+
+    return case.memo(f"limbs@{index}", learn)
+
+
+def _rim_colours_from(model: LimbModel | None, fallback: LimbModel) -> LimbModel:
+    """`fallback` (the condition frame's model) with the rim colours `model` knows: its outline
+    directions that `model` does not know and its rim offsets are kept."""
+    if model is None:
+        return fallback
+    known = np.isfinite(model.delta).all(axis=1)
+    return LimbModel(np.where(known[:, None], model.delta, fallback.delta), fallback.edge_shift)
 
 
 def rigid_models(case) -> tuple[Camera | None, dict[str, BodyPrior]]:

@@ -542,13 +542,15 @@ def _limb_bin(angles: np.ndarray) -> np.ndarray:
 
 
 def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, image: np.ndarray,
-                     plate: np.ndarray, usable: np.ndarray, colour: LimbModel | None = None) -> LimbModel | None:
+                     plate: np.ndarray, usable: np.ndarray, colour: LimbModel | None = None,
+                     offsets: bool = True) -> LimbModel | None:
     """Learn a `LimbModel` from a frame where the body's pose is known (the condition frame):
     rim pixels (exact coverage from the silhouette, 4×4 samples per pixel) solved for the object
     colour that blends with the plate, α·o + (1 − α)·b, per outline direction, against the colour
     two pixels inside; then the rim offsets (`_learn_edge_shift`). `usable`: pixels that show only
     this body and the plate (no other object, no shadow, nothing hidden). `colour`: a rim colour
-    model to keep (then only the rim offsets are learned here, read with that colour model)."""
+    model to keep (then only the rim offsets are learned here, read with that colour model);
+    `offsets` False: the rim colours only."""
     poly = camera.silhouette(body, centre, R)
     if poly is None:
         return None
@@ -566,7 +568,8 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
     if delta is None or not np.isfinite(delta).any():
         return None
     model = LimbModel(delta)
-    model.edge_shift = _learn_edge_shift(model, image[crop], plate[crop], usable[crop], inside, sd, angle)
+    if offsets:
+        model.edge_shift = _learn_edge_shift(model, image[crop], plate[crop], usable[crop], inside, sd, angle)
     return model
 
 

@@ -71,6 +71,7 @@ ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel coun
 LIMB_BINS = 16          # outline directions the limb shading model tells apart
 LIMB_MIN_PIXELS = 4     # rim pixels a direction needs before its shading is trusted
 RIM_BAND_PX = 2.5       # distance from the outline within which the rim colour correction applies
+RIM_REFIT_PX = 1.5      # a fit that ends farther from its start is refitted once, the rim shading moved there
 EDGE_SHIFT_MAX = 0.3    # largest rendered-rim offset (pixels) learned per direction (`LimbModel.edge_shift`)
 OCCLUSION_TOL_PX = 1.0  # the scene hides a body where it is nearer than its front by this (pixels at its depth)
 OCCLUSION_ROUNDS = 3    # fit ↔ hidden-pixel iterations at most
@@ -370,13 +371,15 @@ def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.nda
 
 def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[float, float]]], blob: np.ndarray,
                evidence: np.ndarray, weight: np.ndarray, time: float | None,
-               rims: list[LimbModel | None] | None = None) -> list[Fit] | None:
+               rims: list[LimbModel | None] | None = None, attitudes: list[np.ndarray] | None = None
+               ) -> list[Fit] | None:
     """Jointly fit several bodies that together make up `blob` (look-alike objects that touch or
     overlap in the image): the modelled coverage is the union of their silhouettes. `starts`: the
     image positions to start from, one list (a position per body) per start; the start and the
     attitude combination with the lowest robust cost win. `Fit.iou` is the agreement of the union.
     `rims`: per body, its learned rim (`LimbModel.edge_shift`): the modelled coverage ramp of each
-    outline direction sits where the rendered rim does; the fitted pose is the geometric one."""
+    outline direction sits where the rendered rim does; the fitted pose is the geometric one.
+    `attitudes`: one attitude per body to fit with (a refit), instead of each body's candidates."""
     if int(blob.sum()) < MIN_BLOB_PX:
         return None
     h, w = blob.shape
@@ -403,8 +406,8 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
     target_s, wt_s = target[search], wt[search]
     trust = wt >= 0.5
     t_in = target >= 0.5
-    combos = [[]]
-    for b in bodies:
+    combos = [[]] if attitudes is None else [list(attitudes)]
+    for b in bodies if attitudes is None else ():
         combos = [c + [R] for c in combos for R in b.candidate_attitudes(time)][:4]
 
     def robust(c):
@@ -561,8 +564,7 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
         return None
     crop = (slice(y0, y1), slice(x0, x1))
     inside = rasterise(poly, (h, w))[crop]
-    gy, gx = np.mgrid[y0:y1, x0:x1]
-    sd, angle = (f.reshape(gy.shape) for f in outline_field(poly, gx.ravel() + 0.5, gy.ravel() + 0.5))
+    sd, angle = _outline_band(poly, inside, x0, y0)
     delta = colour.delta if colour is not None else \
         _learn_rim_colours(poly, image[crop], plate[crop], usable[crop], inside, sd, angle, x0, y0)
     if delta is None or not np.isfinite(delta).any():
@@ -571,6 +573,23 @@ def learn_limb_model(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.
     if offsets:
         model.edge_shift = _learn_edge_shift(model, image[crop], plate[crop], usable[crop], inside, sd, angle)
     return model
+
+
+def _outline_band(poly: np.ndarray, inside: np.ndarray, x0: int, y0: int, reach: int = 3
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """`outline_field` on a crop (origin x0, y0) whose pixel centres inside the convex `poly` are
+    `inside`, computed only within `reach` pixels of the outline: deeper pixels get ±(reach + 1)
+    (inside +) and angle 0 — every use of the field here reads the outline's first few pixels, and
+    the whole crop cost as much as the rest of the learning."""
+    k = np.ones((2 * reach + 1,) * 2, np.uint8)
+    u8 = inside.astype(np.uint8)
+    deep = cv2.erode(u8, k, borderType=cv2.BORDER_CONSTANT, borderValue=0) > 0   # beyond the crop: not inside
+    band = (cv2.dilate(u8, k) > 0) & ~deep
+    sd = np.where(inside, reach + 1.0, -(reach + 1.0))
+    angle = np.zeros(inside.shape)
+    ys, xs = np.nonzero(band)
+    sd[ys, xs], angle[ys, xs] = outline_field(poly, xs + x0 + 0.5, ys + y0 + 0.5)
+    return sd, angle
 
 
 def _learn_rim_colours(poly: np.ndarray, image: np.ndarray, plate: np.ndarray, usable: np.ndarray,
@@ -884,6 +903,26 @@ class _RoiFit:
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
+    def rim_moved(self, ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]]) -> bool:
+        """Whether a fit ended farther than RIM_REFIT_PX from where its rim shading was placed (its
+        start: a blob's centroid is pulled off by a shadow or an overlay): then the shading lies
+        beside the rim the fit found and the evidence is read again around the fit."""
+        if fs is None or not self.limbs or not any(i in self.limbs for i in ids):
+            return False
+        return any(float(np.hypot(*(np.asarray(f.image_centre) - np.asarray(s)))) > RIM_REFIT_PX
+                   for i, f, s in zip(ids, fs, starts) if i in self.limbs)
+
+    def refit_at_rims(self, ids: list[str], blob: np.ndarray, own: np.ndarray, fs: list[Fit],
+                      distrusted: np.ndarray) -> tuple[list[Fit], np.ndarray]:
+        """One more fit from `fs` with the evidence read around the fitted outlines (`rim_moved`);
+        the pixels `fit_visible` found hidden or in shadow stay out. Returns the fits (the first ones
+        where the refit fails) and the new evidence's `keep`."""
+        alpha, weight, keep = self.evidence(blob, own, [(i, f.image_centre) for i, f in zip(ids, fs)])
+        weight[distrusted] = 0.0
+        again = fit_bodies(self.camera, [self.bodies[i] for i in ids], [[f.image_centre for f in fs]], blob, alpha,
+                           weight, self.time, [self.limbs.get(i) for i in ids], [f.attitude for f in fs])
+        return (fs, keep) if again is None else (again, keep)
+
     def evidence(self, blob: np.ndarray, own: np.ndarray, starts: list[tuple[str, tuple[float, float]]] = ()):
         alpha, weight = luma_alpha(self.image, self.plate, blob, image_ycc=self.image_ycc, plate_ycc=self.plate_ycc,
                                    rim_shift=self.rim_shift(starts) if self.limbs else None)
@@ -1011,6 +1050,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         splits = _split_starts(masks[a], masks[b], union, radii)
         alpha, weight, keep = roi.evidence(union, union, list(zip((a, b), splits[0])))
         fs, hid, zone = roi.fit_visible([a, b], union, alpha, weight, splits)
+        if roi.rim_moved([a, b], fs, splits[0]):
+            fs, keep = roi.refit_at_rims([a, b], union, union, fs, hid | zone)
         if fs is None or fs[0].iou < min_iou:
             notes.append(f"{a}, {b}: rigid silhouettes disagree with their joint blob; shape prior not applied")
             continue
@@ -1024,6 +1065,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         start = roi.visible_start(oid, m)
         alpha, weight, keep = roi.evidence(m, m, [(oid, start)])
         fs, hid, zone = roi.fit_visible([oid], m, alpha, weight, [[start]])
+        if roi.rim_moved([oid], fs, [start]):
+            fs, keep = roi.refit_at_rims([oid], m, m, fs, hid | zone)
         strong[oid] = keep & ~zone
         if fs is None:
             continue

@@ -1,9 +1,29 @@
 """Shared by the calibration tests that score built cases (test_eval_oracle_calibration.py,
-test_eval_run_real.py): reading their results back."""
+test_eval_run_real.py and the single shipped-case tests): building one case with its oracle answers,
+reading results back."""
 import json
 from pathlib import Path
 
+import pytest
+
+from orchard_eval.cli import main
 from orchard_eval.records import read_records
+from orchard_eval.run import Scorer, build_scorer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def oracle_scorer(tmp_path: Path, config: str) -> tuple[Path, Scorer]:
+    """Build one shipped case (`config` relative to the repository, e.g. scenes/free_fall/000001.yaml)
+    with `orchard-build`, write the oracle baseline for it, and return the dataset and an
+    objective-only scorer of that baseline (skipped without MuJoCo)."""
+    pytest.importorskip("mujoco")
+    from orchard_build.cli import main as build
+
+    ds, pred = tmp_path / "orchard", tmp_path / "pred"
+    assert build(["--config", str(REPO / config), "--out", str(ds), "--no-progress"]) == 0
+    assert main(["baseline", "--kind", "oracle", "--cases", str(ds), "--out", str(pred)]) == 0
+    return ds, build_scorer(str(ds), str(pred), "none", None, "paper", "classical")
 
 
 def rollout0_metrics(results: Path, subtrack: str) -> dict:

@@ -3,26 +3,14 @@ for real: the cubes touch at t = 0.458 s, one frame before the next sampled time
 of a pixel there decide the velocity score. Distrusting every shadow-like pixel of a silhouette's
 outer ring as possible cast shadow (an earlier rule) freed the joint fit's outline there and cost
 0.6 px (velocity 0.975); the oracle must stay ≥ 0.98."""
-from pathlib import Path
+from calibration_helpers import oracle_scorer
 
-import pytest
-
-from orchard_eval.cli import main
-from orchard_eval.run import build_scorer
-
-REPO = Path(__file__).resolve().parents[1]
-CONFIG = REPO / "scenes" / "inelastic_collision" / "000016.yaml"
 CASE = "ConservationOfMomentum/InelasticCollision/000016"
 
 
 def test_oracle_velocity_through_a_contact_frame(tmp_path):
-    pytest.importorskip("mujoco")
-    from orchard_build.cli import main as build
-
-    ds, pred = tmp_path / "orchard", tmp_path / "pred"
-    assert build(["--config", str(CONFIG), "--out", str(ds), "--no-progress"]) == 0
-    assert main(["baseline", "--kind", "oracle", "--cases", str(ds), "--out", str(pred)]) == 0
-    rec = build_scorer(str(ds), str(pred), "none", None, "paper", "classical").score(CASE, "deduction", 0)
+    _, scorer = oracle_scorer(tmp_path, "scenes/inelastic_collision/000016.yaml")
+    rec = scorer.score(CASE, "deduction", 0)
     assert rec["valid"], rec["error"]
     m = rec["metrics"]
     assert m["velocity"] >= 0.98, m

@@ -3,27 +3,17 @@ for real). A glass sphere's rim is lit differently at launch (the condition fram
 model used to be learned) and at t* = 0.75 s on the far side of the plate: read with the launch rim
 colours, the oracle's F-G answer fits 0.57 px too low (mask IoU 0.971). The rim colours now come
 from the GT frame at t*, the rim offsets stay the condition frame's."""
-from pathlib import Path
-
 import numpy as np
-import pytest
+from calibration_helpers import oracle_scorer
 
 from orchard_eval.cases import load_dataset
-from orchard_eval.cli import main
-from orchard_eval.run import build_scorer
 from orchard_eval.segment import classical as C
 
-REPO = Path(__file__).resolve().parents[1]
-CONFIG = REPO / "scenes" / "projectile_motion" / "000048.yaml"
 CASE = "UniversalGravitation/ProjectileMotion/000048"
 
 
 def test_formulation_answer_is_read_with_the_rim_colours_of_its_time(tmp_path):
-    pytest.importorskip("mujoco")
-    from orchard_build.cli import main as build
-
-    ds, pred = tmp_path / "orchard", tmp_path / "pred"
-    assert build(["--config", str(CONFIG), "--out", str(ds), "--no-progress"]) == 0
+    ds, scorer = oracle_scorer(tmp_path, "scenes/projectile_motion/000048.yaml")
     case = load_dataset(ds, case_ids=[CASE]).cases[CASE]
     start = C.limbs_at(case, 0.0)["body"]
     later = C.limbs_at(case, case.target_time)["body"]
@@ -32,7 +22,6 @@ def test_formulation_answer_is_read_with_the_rim_colours_of_its_time(tmp_path):
     known = np.isfinite(later.delta).all(axis=1)
     assert known.sum() >= 8 and not np.allclose(later.delta[known], start.delta[known], equal_nan=True)
 
-    assert main(["baseline", "--kind", "oracle", "--cases", str(ds), "--out", str(pred)]) == 0
-    rec = build_scorer(str(ds), str(pred), "none", None, "paper", "classical").score(CASE, "formulation_graphic", 0)
+    rec = scorer.score(CASE, "formulation_graphic", 0)
     assert rec["valid"], rec["error"]
     assert rec["metrics"]["mask_iou"] >= 0.98, rec["metrics"]

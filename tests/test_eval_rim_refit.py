@@ -4,26 +4,13 @@ shadow and the answer's arrow, so the blob's centroid — where the fit starts a
 shading was laid — sits 2.5–27 px from the ball; read with the shading beside its rim, the ball's
 top looked like background and the fit sank 1.1–1.3 px into the shadow (F-G mask IoU 0.951,
 Deduction spatial IoU 0.966)."""
-from pathlib import Path
+from calibration_helpers import oracle_scorer
 
-import pytest
-
-from orchard_eval.cli import main
-from orchard_eval.run import build_scorer
-
-REPO = Path(__file__).resolve().parents[1]
-CONFIG = REPO / "scenes" / "composition" / "000001.yaml"
 CASE = "MultiLaw/Composition/000001"
 
 
 def test_rim_shading_follows_the_fit(tmp_path):
-    pytest.importorskip("mujoco")
-    from orchard_build.cli import main as build
-
-    ds, pred = tmp_path / "orchard", tmp_path / "pred"
-    assert build(["--config", str(CONFIG), "--out", str(ds), "--no-progress"]) == 0
-    assert main(["baseline", "--kind", "oracle", "--cases", str(ds), "--out", str(pred)]) == 0
-    scorer = build_scorer(str(ds), str(pred), "none", None, "paper", "classical")
+    _, scorer = oracle_scorer(tmp_path, "scenes/composition/000001.yaml")
     fg = scorer.score(CASE, "formulation_graphic", 0)
     ded = scorer.score(CASE, "deduction", 0)
     assert fg["valid"] and ded["valid"], (fg["error"], ded["error"])

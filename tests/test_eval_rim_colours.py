@@ -25,3 +25,20 @@ def test_formulation_answer_is_read_with_the_rim_colours_of_its_time(tmp_path):
     rec = scorer.score(CASE, "formulation_graphic", 0)
     assert rec["valid"], rec["error"]
     assert rec["metrics"]["mask_iou"] >= 0.98, rec["metrics"]
+
+
+def test_rim_colours_fall_back_to_the_condition_frame(tmp_path, monkeypatch):
+    """Without a readable GT frame or masks at t (a damaged case, another layout) the condition frame's
+    models are used, never an error."""
+    from orchard_eval.cases import CaseFormatError
+
+    ds, _ = oracle_scorer(tmp_path, "scenes/projectile_motion/000048.yaml")
+    case = load_dataset(ds, case_ids=[CASE]).cases[CASE]
+    start = C.limbs_at(case, None)
+    assert start is C.limbs_at(case, 0.0) and set(start) == {"body"}
+
+    def unreadable(index):
+        raise CaseFormatError("masks missing")
+
+    monkeypatch.setattr(case, "gt_object_masks", unreadable)
+    assert C.limbs_at(case, 0.5) is start

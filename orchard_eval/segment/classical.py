@@ -51,6 +51,7 @@ LOW_CONTRAST_DE = 14.0     # ΔE between an object and its background below whic
 WHITE_FLOOR_DE = 8.0
 WHITE_CLEAN_DE = 0.25      # threshold on a noise-free white background (clean renders): any non-white pixel
 PLATE_FLOOR_DE = 7.0
+FAINT_FRACTION = 0.5        # a difference from the plate above this share of the change threshold is faint
 PLATE_CHROMA_WEIGHT = 1.0   # chroma weight in in-scene matting (measured: full weight is best even on 4:2:0 video)
 SHADOW_SPREAD = 0.05       # relative spread of the per-channel ratio frame/plate in learned shadow pixels
 SHADOW_ABS_TOL = 6.0       # RGB levels: a shadow pixel is k · plate within this plus SHADOW_REL_TOL · |k · plate|
@@ -307,7 +308,8 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
                      ) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray, np.ndarray]:
     """Pixels that differ from the clean plate, cast shadows suppressed. Returns (mask, threshold ΔE,
     fraction of changed pixels before cleaning, changed pixels, shadow pixels, shadow-like pixels: any
-    uniform darkening of the plate, object-coloured or not). `ignore`: pixels that
+    uniform darkening of the plate, object-coloured or not, faint changes: above FAINT_FRACTION of the
+    threshold). `ignore`: pixels that
     are unobservable (answer overlay) and never foreground; `plate_lab`, `lab`: the plate and the frame
     in Lab, when the caller has them already."""
     lab = to_lab(rgb) if lab is None else lab
@@ -349,7 +351,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     refined = alpha_refine(coarse, rgb, bg, chroma_weight=PLATE_CHROMA_WEIGHT)
     if ignore is not None:
         refined &= ~ignore
-    return clean_mask(refined), thr, changed, changed_px, shadow, shadow_like
+    return clean_mask(refined), thr, changed, changed_px, shadow, shadow_like, d > FAINT_FRACTION * thr
 
 
 def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20) -> np.ndarray:
@@ -534,7 +536,7 @@ class ClassicalSegmenter:
         else:
             if ctx.background.shape != image.shape:
                 raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
-            fg, thr, changed, changed_px, shadow, shadow_like = plate_foreground(
+            fg, thr, changed, changed_px, shadow, shadow_like, faint = plate_foreground(
                 image, ctx.background, [m for m in models.values() if m is not None],
                 shadow_gain=self._shadow_gain(ctx), ignore=ignore, plate_lab=self._plate_lab(ctx), lab=lab)
             eligible = changed_px | shadow
@@ -631,7 +633,7 @@ class ClassicalSegmenter:
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
                     and ctx.scene_depth.shape == image.shape[:2] else None, limbs=limbs,
                     shadows=ctx.shadows if ctx.shadows is not None
-                    and ctx.shadows.shape == image.shape[:2] else None)
+                    and ctx.shadows.shape == image.shape[:2] else None, faint=faint)
             else:
                 everything = np.ones(image.shape[:2], bool)
                 masks, centres, prior_notes = apply_shape_prior(

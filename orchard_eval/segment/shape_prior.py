@@ -775,7 +775,8 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
                       allowed: np.ndarray, ambiguous: np.ndarray, unobservable: np.ndarray | None,
                       time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU,
                       keep_rims: bool = False, scene_depth: np.ndarray | None = None,
-                      limbs: dict[str, LimbModel] | None = None, shadows=None) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
+                      limbs: dict[str, LimbModel] | None = None, shadows=None, faint: np.ndarray | None = None
+                      ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
     """Refine per-object masks with their rigid silhouettes (see the module docstring).
 
     `allowed`: pixels the silhouette may claim (changed from the plate, or shadow-like; everything on
@@ -788,8 +789,10 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     the fit by a pixel). `scene_depth`: the static scene's depth (see `EvalCase.scene_depth`), which
     tells the pixels a support hides. `limbs`: per object, its rim shading (`LimbModel`). `shadows`:
     where the bodies' cast shadows fall (`segment.shadows.CastShadows`); with it, shadow-like pixels
-    are distrusted only there, and a body's unlit side elsewhere is evidence again. Returns
-    (masks, image centres of the fitted bodies, notes).
+    are distrusted only there, and a body's unlit side elsewhere is evidence again. `faint`: pixels
+    that differ from the plate by more than its noise though less than a change: a silhouette claims
+    them where they lie more than a pixel inside its outline and nothing hides the body (a dark body
+    passing in front of a dark support). Returns (masks, image centres of the fitted bodies, notes).
 
     Works on the region around the blobs only (a crop with the camera's principal point moved), so
     its cost follows the objects' size, not the frame's."""
@@ -818,7 +821,8 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
         sub, sub_centres, sub_notes = _apply_in_roi(
             {k: m[roi] for k, m in out.items()}, bodies, camera.crop(x0, y0), image[roi], plate[roi], allowed[roi],
             ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
-            None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi))
+            None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi),
+            None if faint is None else faint[roi])
         for k in out:
             out[k][roi] = sub[k]
         centres.update({k: (u + x0, v + y0) for k, (u, v) in sub_centres.items()})
@@ -1029,7 +1033,7 @@ class _RoiFit:
 
 
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
-                  keep_rims, scene_depth, limbs, shadows):
+                  keep_rims, scene_depth, limbs, shadows, faint=None):
     roi = _RoiFit(masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs, shadows)
     shape = roi.shape
     notes: list[str] = []
@@ -1090,10 +1094,13 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         # a hidden pixel is the body's only where colour clearly shows the object (the fitted pose
         # may be a pixel off where a support meets it)
         visible = ~hidden[oid] | (masks[oid] & strong[oid])
+        claim = allowed
+        if faint is not None:
+            claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
         if keep_rims:
             out[oid] = (templates[oid] & allowed & ~others & visible) | (masks[oid] & near[oid])
         else:
-            out[oid] = ((templates[oid] & allowed & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
+            out[oid] = ((templates[oid] & claim & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)
     ids = list(fits)

@@ -804,8 +804,8 @@ def limbs_at(case, t: float | None, frame: np.ndarray | None = None) -> dict[str
     """The bodies' rim models for a frame answering physical time `t`: rim colours learned on the GT
     frame nearest to t (`frame` when the caller has decoded it) with that frame's masks and poses,
     since a rim's shading changes with where the body is (the light meets it at another angle); the
-    rim offsets stay those of the condition frame (measured: offsets learned at t itself absorb that
-    frame's coding noise and cost more than they gain). Directions that frame cannot show (another
+    rim offsets stay those of the condition frame (measured on the shipped suite: offsets learned at
+    t as well lost more cases than they won). Directions that frame cannot show (another
     object, a shadow, a support next to the rim) and bodies it cannot show at all keep the condition
     frame's model; so does every body where t is None or 0, or the case has no GT frame or masks."""
     scene = case.memo("scene_models", lambda: scene_models(case))

@@ -406,9 +406,12 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
     target_s, wt_s = target[search], wt[search]
     trust = wt >= 0.5
     t_in = target >= 0.5
-    combos = [[]] if attitudes is None else [list(attitudes)]
-    for b in bodies if attitudes is None else ():
-        combos = [c + [R] for c in combos for R in b.candidate_attitudes(time)][:4]
+    if attitudes is not None:
+        combos = [list(attitudes)]
+    else:
+        combos = [[]]
+        for b in bodies:
+            combos = [c + [R] for c in combos for R in b.candidate_attitudes(time)][:4]
 
     def robust(c):
         # Geman–McClure (bounded): a band of shadow or an occluder along one side of the outline

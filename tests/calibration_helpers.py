@@ -36,3 +36,20 @@ def at_rest(dataset: Path, cid: str) -> bool:
     """True when no object of the case moves (a still picture is then the right answer)."""
     v = json.loads((dataset / "cases" / cid / "velocity.json").read_text())
     return not any(o["moving"] for o in v["objects"])
+
+
+def shipped_oracle_metrics(tmp_path: Path, config: str, case_id: str, *subtracks: str) -> dict[str, dict]:
+    """`oracle_scorer` for one shipped case, then rollout 0 of each subtrack scored: subtrack → its
+    objective metrics (each response must be valid)."""
+    _, scorer = oracle_scorer(tmp_path, config)
+    out = {}
+    for st in subtracks:
+        rec = scorer.score(case_id, st, 0)
+        assert rec["valid"], (st, rec["error"])
+        out[st] = rec["metrics"]
+    return out
+
+
+def deduction_ious(metrics: dict) -> float:
+    """The smallest of the three Deduction IoUs (spatial, spatiotemporal, weighted spatial)."""
+    return min(metrics["spatial_iou"], metrics["spatiotemporal_iou"], metrics["weighted_spatial_iou"])

@@ -4,6 +4,7 @@ model used to be learned) and at t* = 0.75 s on the far side of the plate: read 
 colours, the oracle's F-G answer fits 0.57 px too low (mask IoU 0.971). The rim colours now come
 from the GT frame at t*, the rim offsets stay the condition frame's."""
 import numpy as np
+import pytest
 from calibration_helpers import oracle_scorer
 
 from orchard_eval.cases import load_dataset
@@ -27,10 +28,12 @@ def test_formulation_answer_is_read_with_the_rim_colours_of_its_time(tmp_path):
     assert rec["metrics"]["mask_iou"] >= 0.98, rec["metrics"]
 
 
-def test_rim_colours_fall_back_to_the_condition_frame(tmp_path, monkeypatch):
+@pytest.mark.parametrize("error", ["case", "media"])
+def test_rim_colours_fall_back_to_the_condition_frame(tmp_path, monkeypatch, error):
     """Without a readable GT frame or masks at t (a damaged case, another layout) the condition frame's
     models are used, never an error."""
     from orchard_eval.cases import CaseFormatError
+    from orchard_eval.media import MediaError
 
     ds, _ = oracle_scorer(tmp_path, "scenes/projectile_motion/000048.yaml")
     case = load_dataset(ds, case_ids=[CASE]).cases[CASE]
@@ -38,7 +41,9 @@ def test_rim_colours_fall_back_to_the_condition_frame(tmp_path, monkeypatch):
     assert start is C.limbs_at(case, 0.0) and set(start) == {"body"}
 
     def unreadable(index):
-        raise CaseFormatError("masks missing")
+        if error == "case":
+            raise CaseFormatError("masks missing")
+        raise MediaError("undecodable", ds / "masks", "truncated PNG")
 
     monkeypatch.setattr(case, "gt_object_masks", unreadable)
     assert C.limbs_at(case, 0.5) is start

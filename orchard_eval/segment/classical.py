@@ -37,6 +37,7 @@ import numpy as np
 from scipy import ndimage
 from scipy.optimize import linear_sum_assignment
 
+from ..media import MediaError
 from .base import SegmentContext, Segmentation
 from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, answer_overlay_mask
@@ -813,7 +814,7 @@ def limbs_at(case, t: float | None, frame: np.ndarray | None = None) -> dict[str
         return scene.limbs
     try:
         index = case.gt_index(t)
-    except ValueError:      # no GT frames
+    except (ValueError, MediaError):      # no GT frames
         return scene.limbs
     if index == 0:
         return scene.limbs
@@ -822,7 +823,7 @@ def limbs_at(case, t: float | None, frame: np.ndarray | None = None) -> dict[str
         try:
             image = case.gt_frame(index) if frame is None else frame
             masks = case.gt_object_masks(index)
-        except ValueError:  # the frame or its masks cannot be read: the condition frame's models
+        except (ValueError, MediaError):  # unreadable frame or masks: keep the condition frame's models
             return scene.limbs
         if image.shape != scene.plate.shape or not masks:
             return scene.limbs

@@ -910,25 +910,24 @@ class _RoiFit:
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
-    def rim_moved(self, ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]]) -> bool:
-        """Whether a fit ended farther than RIM_REFIT_PX from where its rim shading was placed (its
-        start: a blob's centroid is pulled off by a shadow or an overlay): then the shading lies
-        beside the rim the fit found and the evidence is read again around the fit."""
-        if fs is None or not self.limbs or not any(i in self.limbs for i in ids):
-            return False
-        return any(float(np.hypot(*(np.asarray(f.image_centre) - np.asarray(s)))) > RIM_REFIT_PX
-                   for i, f, s in zip(ids, fs, starts) if i in self.limbs)
-
-    def refit_at_rims(self, ids: list[str], blob: np.ndarray, own: np.ndarray, fs: list[Fit],
-                      distrusted: np.ndarray) -> tuple[list[Fit], np.ndarray]:
-        """One more fit from `fs` with the evidence read around the fitted outlines (`rim_moved`);
-        the pixels `fit_visible` found hidden or in shadow stay out. Returns the fits (the first ones
-        where the refit fails) and the new evidence's `keep`."""
-        alpha, weight, keep = self.evidence(blob, own, [(i, f.image_centre) for i, f in zip(ids, fs)])
+    def follow_rims(self, ids: list[str], blob: np.ndarray, fs: list[Fit] | None,
+                    starts: list[tuple[float, float]], distrusted: np.ndarray, keep: np.ndarray
+                    ) -> tuple[list[Fit] | None, np.ndarray]:
+        """The rim shading was laid at the fits' starts; where a fit ended farther than RIM_REFIT_PX
+        from its start (a blob's centroid pulled off by a shadow or an overlay) the shading lies beside
+        the rim the fit found: read the evidence again around the fitted outlines and fit once more
+        from there (the pixels `fit_visible` found hidden or in shadow, `distrusted`, stay out).
+        Returns the fits and the evidence's `keep` (both unchanged without a refit, and the first
+        fits where the refit fails)."""
+        if fs is None or not self.limbs or not any(
+                i in self.limbs and float(np.hypot(*(np.asarray(f.image_centre) - np.asarray(s)))) > RIM_REFIT_PX
+                for i, f, s in zip(ids, fs, starts)):
+            return fs, keep
+        alpha, weight, keep_now = self.evidence(blob, blob, [(i, f.image_centre) for i, f in zip(ids, fs)])
         weight[distrusted] = 0.0
         again = fit_bodies(self.camera, [self.bodies[i] for i in ids], [[f.image_centre for f in fs]], blob, alpha,
                            weight, self.time, [self.limbs.get(i) for i in ids], [f.attitude for f in fs])
-        return (fs, keep) if again is None else (again, keep)
+        return (fs, keep_now) if again is None else (again, keep_now)
 
     def evidence(self, blob: np.ndarray, own: np.ndarray, starts: list[tuple[str, tuple[float, float]]] = ()):
         alpha, weight = luma_alpha(self.image, self.plate, blob, image_ycc=self.image_ycc, plate_ycc=self.plate_ycc,
@@ -1057,8 +1056,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         splits = _split_starts(masks[a], masks[b], union, radii)
         alpha, weight, keep = roi.evidence(union, union, list(zip((a, b), splits[0])))
         fs, hid, zone = roi.fit_visible([a, b], union, alpha, weight, splits)
-        if roi.rim_moved([a, b], fs, splits[0]):
-            fs, keep = roi.refit_at_rims([a, b], union, union, fs, hid | zone)
+        fs, keep = roi.follow_rims([a, b], union, fs, splits[0], hid | zone, keep)
         if fs is None or fs[0].iou < min_iou:
             notes.append(f"{a}, {b}: rigid silhouettes disagree with their joint blob; shape prior not applied")
             continue
@@ -1072,8 +1070,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         start = roi.visible_start(oid, m)
         alpha, weight, keep = roi.evidence(m, m, [(oid, start)])
         fs, hid, zone = roi.fit_visible([oid], m, alpha, weight, [[start]])
-        if roi.rim_moved([oid], fs, [start]):
-            fs, keep = roi.refit_at_rims([oid], m, m, fs, hid | zone)
+        fs, keep = roi.follow_rims([oid], m, fs, [start], hid | zone, keep)
         strong[oid] = keep & ~zone
         if fs is None:
             continue
@@ -1097,12 +1094,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         # a hidden pixel is the body's only where colour clearly shows the object (the fitted pose
         # may be a pixel off where a support meets it)
         visible = ~hidden[oid] | (masks[oid] & strong[oid])
-        claim = allowed
-        if faint is not None:
-            claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
         if keep_rims:
             out[oid] = (templates[oid] & allowed & ~others & visible) | (masks[oid] & near[oid])
         else:
+            claim = allowed
+            if faint is not None:   # more than a pixel inside the outline, where nothing hides the body
+                claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
             out[oid] = ((templates[oid] & claim & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)

@@ -43,7 +43,7 @@ from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, answer_overlay_mask
 from .shadows import CastShadows, cast_shadows
 from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
-                          hidden_pixels, learn_limb_model, quat_to_matrix)
+                          EDGE_SHIFT_MAX, hidden_pixels, learn_limb_model, quat_to_matrix)
 
 L_BINS, AB_BINS = 4, 16
 N_BINS = L_BINS * AB_BINS * AB_BINS
@@ -52,6 +52,7 @@ LOW_CONTRAST_DE = 14.0     # ΔE between an object and its background below whic
 WHITE_FLOOR_DE = 8.0
 WHITE_CLEAN_DE = 0.25      # threshold on a noise-free white background (clean renders): any non-white pixel
 PLATE_FLOOR_DE = 7.0
+MOVED_PX = 1.0             # a body whose centre moved farther (pixels) is elsewhere in the scene
 FAINT_FRACTION = 0.5        # a difference from the plate above this share of the change threshold is faint
 PLATE_CHROMA_WEIGHT = 1.0   # chroma weight in in-scene matting (measured: full weight is best even on 4:2:0 video)
 SHADOW_SPREAD = 0.05       # relative spread of the per-channel ratio frame/plate in learned shadow pixels
@@ -806,9 +807,10 @@ def limbs_at(case, t: float | None, frame: np.ndarray | None = None) -> dict[str
     frame nearest to t (`frame` when the caller has decoded it) with that frame's masks and poses,
     since a rim's shading changes with where the body is (the light meets it at another angle); the
     rim offsets stay those of the condition frame (measured on the shipped suite: offsets learned at
-    t as well lost more cases than they won). Directions that frame cannot show (another
-    object, a shadow, a support next to the rim) and bodies it cannot show at all keep the condition
-    frame's model; so does every body where t is None or 0, or the case has no GT frame or masks."""
+    t as well lost more cases than they won), less those that belong to the place a moved body left
+    (`_rim_colours_from`). Directions that frame cannot show (another object, a shadow, a support
+    next to the rim) and bodies it cannot show at all keep the condition frame's rim colours; every
+    body keeps the condition frame's model where t is None or 0, or the case has no GT frames."""
     scene = case.memo("scene_models", lambda: scene_models(case))
     if t is None or not scene.limbs or scene.plate is None:
         return scene.limbs
@@ -820,27 +822,39 @@ def limbs_at(case, t: float | None, frame: np.ndarray | None = None) -> dict[str
         return scene.limbs
 
     def learn() -> dict[str, LimbModel]:
+        learned: dict[str, LimbModel] = {}
         try:
             image = case.gt_frame(index) if frame is None else frame
             masks = case.gt_object_masks(index)
-        except (ValueError, MediaError):  # unreadable frame or masks: keep the condition frame's models
-            return scene.limbs
-        if image.shape != scene.plate.shape or not masks:
-            return scene.limbs
-        learned = limb_models(case, scene.camera, {k: b for k, b in scene.bodies.items() if k in scene.limbs},
-                              image, masks, scene.plate, scene.depth, time=index / case.gt_fps, offsets=False)
-        return {k: _rim_colours_from(learned.get(k), m) for k, m in scene.limbs.items()}
+        except (ValueError, MediaError):  # unreadable frame or masks: the condition frame's colours
+            image, masks = None, {}
+        if image is not None and image.shape == scene.plate.shape and masks:
+            learned = limb_models(case, scene.camera, {k: b for k, b in scene.bodies.items() if k in scene.limbs},
+                                  image, masks, scene.plate, scene.depth, time=index / case.gt_fps, offsets=False)
+        moved = _moved_bodies(case, index / case.gt_fps)
+        return {k: _rim_colours_from(learned.get(k), m, k in moved) for k, m in scene.limbs.items()}
 
     return case.memo(f"limbs@{index}", learn)
 
 
-def _rim_colours_from(model: LimbModel | None, fallback: LimbModel) -> LimbModel:
+def _moved_bodies(case, t: float) -> set[str]:
+    """Objects whose GT centre projects more than MOVED_PX from where it was on the condition frame."""
+    now, then = case.image_centres(t), case.image_centres(0.0)
+    return {k for k, uv in now.items() if k in then and math.dist(uv, then[k]) > MOVED_PX}
+
+
+def _rim_colours_from(model: LimbModel | None, fallback: LimbModel, moved: bool = False) -> LimbModel:
     """`fallback` (the condition frame's model) with the rim colours `model` knows: its outline
-    directions that `model` does not know and its rim offsets are kept."""
+    directions that `model` does not know and its rim offsets are kept — except, for a body that has
+    `moved`, offsets at the learning bound (EDGE_SHIFT_MAX): a rim that far from its outline is not
+    the body's shading but what touched it there (a ramp's contact edge), and stays behind."""
+    shift = fallback.edge_shift
+    if moved and shift is not None:
+        shift = np.where(np.abs(shift) >= EDGE_SHIFT_MAX - 1e-9, 0.0, shift)
     if model is None:
-        return fallback
+        return replace(fallback, edge_shift=shift)
     known = np.isfinite(model.delta).all(axis=1)
-    return LimbModel(np.where(known[:, None], model.delta, fallback.delta), fallback.edge_shift)
+    return LimbModel(np.where(known[:, None], model.delta, fallback.delta), shift)
 
 
 def rigid_models(case) -> tuple[Camera | None, dict[str, BodyPrior]]:

@@ -63,6 +63,7 @@ FIT_CIRCLE_POINTS = 32  # points per circle while searching (a 0.5 % radius erro
 FIT_REFINED_STARTS = 2  # starting configurations refined by the simplex search, per body
 LIMB_OFF_LINE = 0.35    # distance from the object–plate blend line (× contrast) beyond which a pixel is no blend
 LIMB_CHANGE = 0.35      # ... and its difference from the plate (× contrast) that makes it a limb
+NO_EVIDENCE_CONTRAST = 6.0  # object–plate contrast (weighted YCbCr) below which a pixel's colour says nothing
 NOISE_LEVEL = 3.0       # colour difference (luma levels) that video noise alone produces on the plate
 OFF_LINE_NOISE = 2.0    # off-line distance (× noise level) beyond which a pixel that is not a limb says nothing
 FIT_CHROMA_WEIGHT = 0.5 # chroma against luma in the fit's matting (4:2:0 video: chroma is half resolution)
@@ -652,7 +653,7 @@ def _learn_edge_shift(model: LimbModel, image: np.ndarray, plate: np.ndarray, us
     return out
 
 
-def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contrast: float = 6.0,
+def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contrast: float = NO_EVIDENCE_CONTRAST,
                image_ycc: np.ndarray | None = None, plate_ycc: np.ndarray | None = None,
                rim_shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-pixel object fraction α: the pixel as a blend α·o + (1 − α)·b of the plate b and the
@@ -665,14 +666,7 @@ def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contr
     the interior (`LimbModel`), so that a rim pixel is read against the colour that blends there."""
     c = weighted_ycc(image, FIT_CHROMA_WEIGHT) if image_ycc is None else image_ycc
     b = weighted_ycc(plate, FIT_CHROMA_WEIGHT) if plate_ycc is None else plate_ycc
-    # the object colour is read two pixels inside the blob: a blob one or two pixels too large
-    # (H.264 ringing, a penumbra) must not lend its rim colour to the object
-    inner = blob.astype(np.uint8)
-    for _ in range(2):
-        thinner = cv2.erode(inner, np.ones((3, 3), np.uint8))
-        if not thinner.any():
-            break
-        inner = thinner
+    inner = _interior(blob)
     ny, nx = nearest_inside(inner)
     o = c[ny, nx]
     if rim_shift is not None:
@@ -701,6 +695,18 @@ def luma_alpha(image: np.ndarray, plate: np.ndarray, blob: np.ndarray, min_contr
     alpha[inner > 0] = 1.0
     weight[inner > 0] = 1.0
     return alpha.astype(np.float32), weight.astype(np.float32)
+
+
+def _interior(blob: np.ndarray) -> np.ndarray:
+    """The blob two pixels in (less where it is thinner), where an object's own colour is read: a blob
+    one or two pixels too large (H.264 ringing, a penumbra) must not lend its rim colour to the object."""
+    inner = blob.astype(np.uint8)
+    for _ in range(2):
+        thinner = cv2.erode(inner, np.ones((3, 3), np.uint8))
+        if not thinner.any():
+            break
+        inner = thinner
+    return inner
 
 
 def chroma_distance(image: np.ndarray, plate: np.ndarray) -> np.ndarray:
@@ -910,6 +916,19 @@ class _RoiFit:
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
+    def expected_contrast(self, oid: str, fit: "Fit", blob: np.ndarray) -> np.ndarray:
+        """Per pixel, how far the body's expected colour there lies from the plate (weighted YCbCr):
+        the colour seen nearest inside its colour blob `blob` — not inside the fitted outline, where a
+        part a generated body lacks would show the plate and vouch for itself — with the rim shading
+        at the fitted pose."""
+        ny, nx = nearest_inside(_interior(blob))
+        o = self.image_ycc[ny, nx]
+        rs = self.rim_shift([(oid, fit.image_centre)]) if self.limbs else None
+        if rs is not None:
+            o = o + np.nan_to_num(rs, nan=0.0)
+        d = o - self.plate_ycc
+        return np.sqrt((d * d).sum(axis=2))
+
     def follow_rims(self, ids: list[str], blob: np.ndarray, fs: list[Fit] | None,
                     starts: list[tuple[float, float]], distrusted: np.ndarray, keep: np.ndarray
                     ) -> tuple[list[Fit] | None, np.ndarray]:
@@ -1100,6 +1119,11 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             claim = allowed
             if faint is not None:   # more than a pixel inside the outline, where nothing hides the body
                 claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
+            # where the body's expected colour is as close to the plate as noise, no change could
+            # show it: colour says nothing there, and the fitted silhouette decides (a grey steel
+            # edge against a grey wall)
+            blind = templates[oid] & (roi.expected_contrast(oid, f, masks[oid]) < NO_EVIDENCE_CONTRAST)
+            claim = claim | (blind & ~hidden[oid])
             out[oid] = ((templates[oid] & claim & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)

@@ -916,18 +916,20 @@ class _RoiFit:
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
-    def expected_contrast(self, oid: str, fit: "Fit", blob: np.ndarray) -> np.ndarray:
-        """Per pixel, how far the body's expected colour there lies from the plate (weighted YCbCr):
-        the colour seen nearest inside its colour blob `blob` — not inside the fitted outline, where a
-        part a generated body lacks would show the plate and vouch for itself — with the rim shading
-        at the fitted pose."""
+    def expected_contrast(self, oid: str, fit: "Fit", blob: np.ndarray, where: np.ndarray) -> np.ndarray:
+        """At the pixels `where` (a mask), how far the body's expected colour lies from the plate
+        (weighted YCbCr): the colour seen nearest inside its colour blob `blob` — not inside the
+        fitted outline, where a part a generated body lacks would show the plate and vouch for itself
+        — with the rim shading at the fitted outline. Returns one value per pixel of `where`."""
+        ys, xs = np.nonzero(where)
         ny, nx = nearest_inside(_interior(blob))
-        o = self.image_ycc[ny, nx]
-        rs = self.rim_shift([(oid, fit.image_centre)]) if self.limbs else None
-        if rs is not None:
-            o = o + np.nan_to_num(rs, nan=0.0)
-        d = o - self.plate_ycc
-        return np.sqrt((d * d).sum(axis=2))
+        o = self.image_ycc[ny[ys, xs], nx[ys, xs]]
+        model = (self.limbs or {}).get(oid)
+        if model is not None and ys.size:
+            sd, angle = outline_field(fit.polygon, xs + 0.5, ys + 0.5)
+            o = o + np.nan_to_num(model.rim_shift(sd, angle), nan=0.0)
+        d = o - self.plate_ycc[ys, xs]
+        return np.sqrt((d * d).sum(axis=1))
 
     def follow_rims(self, ids: list[str], blob: np.ndarray, fs: list[Fit] | None,
                     starts: list[tuple[float, float]], distrusted: np.ndarray, keep: np.ndarray
@@ -1122,8 +1124,11 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             # where the body's expected colour is as close to the plate as noise, no change could
             # show it: colour says nothing there, and the fitted silhouette decides (a grey steel
             # edge against a grey wall)
-            blind = templates[oid] & (roi.expected_contrast(oid, f, masks[oid]) < NO_EVIDENCE_CONTRAST)
-            claim = claim | (blind & ~hidden[oid])
+            open_px = templates[oid] & ~claim & visible & ~hidden[oid]
+            if open_px.any():
+                blind = roi.expected_contrast(oid, f, masks[oid], open_px) < NO_EVIDENCE_CONTRAST
+                claim = claim.copy()
+                claim[tuple(a[blind] for a in np.nonzero(open_px))] = True
             out[oid] = ((templates[oid] & claim & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)

@@ -20,7 +20,9 @@ What is measured and what is assumed:
   frame's time and at t = 0) the one whose silhouette fits best;
 * the prior only decides pixels the colour evidence leaves open: the template adds its pixels that
   are changed from the plate or shadow-like (never a pixel that shows the clean plate — an occluding
-  support — or one claimed by a nearer object) and removes blob pixels in a 1-px ring just outside it
+  support — or one claimed by a nearer object; where the body's expected colour is itself within
+  noise of the plate, colour cannot tell and the template decides, `NO_EVIDENCE_CONTRAST`) and
+  removes blob pixels in a 1-px ring just outside it
   (the blended rim); pixels of the blob farther outside stay, so a deformed or enlarged object keeps
   them. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
 * supports in front of a body (a ramp's near edge, a track's rail) are known from the case's scene
@@ -916,12 +918,12 @@ class _RoiFit:
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
-    def expected_contrast(self, oid: str, fit: "Fit", blob: np.ndarray, where: np.ndarray) -> np.ndarray:
-        """At the pixels `where` (a mask), how far the body's expected colour lies from the plate
-        (weighted YCbCr): the colour seen nearest inside its colour blob `blob` — not inside the
-        fitted outline, where a part a generated body lacks would show the plate and vouch for itself
-        — with the rim shading at the fitted outline. Returns one value per pixel of `where`."""
-        ys, xs = np.nonzero(where)
+    def expected_contrast(self, oid: str, fit: "Fit", blob: np.ndarray, ys: np.ndarray, xs: np.ndarray
+                          ) -> np.ndarray:
+        """At the pixels (ys, xs), how far the body's expected colour lies from the plate (weighted
+        YCbCr): the colour seen nearest inside its colour blob `blob` — not inside the fitted
+        outline, where a part a generated body lacks would show the plate and vouch for itself —
+        with the rim shading at the fitted outline."""
         ny, nx = nearest_inside(_interior(blob))
         o = self.image_ycc[ny[ys, xs], nx[ys, xs]]
         model = (self.limbs or {}).get(oid)
@@ -1124,11 +1126,11 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             # where the body's expected colour is as close to the plate as noise, no change could
             # show it: colour says nothing there, and the fitted silhouette decides (a grey steel
             # edge against a grey wall)
-            open_px = templates[oid] & ~claim & visible & ~hidden[oid]
-            if open_px.any():
-                blind = roi.expected_contrast(oid, f, masks[oid], open_px) < NO_EVIDENCE_CONTRAST
+            ys, xs = np.nonzero(templates[oid] & ~claim & ~hidden[oid])
+            if ys.size:
+                blind = roi.expected_contrast(oid, f, masks[oid], ys, xs) < NO_EVIDENCE_CONTRAST
                 claim = claim.copy()
-                claim[tuple(a[blind] for a in np.nonzero(open_px))] = True
+                claim[ys[blind], xs[blind]] = True
             out[oid] = ((templates[oid] & claim & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)

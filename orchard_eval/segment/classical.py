@@ -304,16 +304,24 @@ def shadow_mask(rgb: np.ndarray, plate: np.ndarray, shadow_gain: float | None,
     return out, out | wide
 
 
+@dataclass
+class PlateDifference:
+    """How a frame differs from the clean plate (`plate_foreground`)."""
+    foreground: np.ndarray     # changed pixels, cast shadows suppressed, cleaned and matted
+    threshold: float           # ΔE above which a pixel counts as changed
+    changed_fraction: float    # share of the frame changed, before cleaning
+    changed: np.ndarray        # pixels above the threshold
+    shadow: np.ndarray         # changed pixels taken for cast shadow
+    shadow_like: np.ndarray    # any uniform darkening of the plate, object-coloured or not
+    faint: np.ndarray          # changes above FAINT_FRACTION of the threshold
+
+
 def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None,
                      shadow_gain: float | None = None, ignore: np.ndarray | None = None,
-                     plate_lab: np.ndarray | None = None, lab: np.ndarray | None = None
-                     ) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray, np.ndarray]:
-    """Pixels that differ from the clean plate, cast shadows suppressed. Returns (mask, threshold ΔE,
-    fraction of changed pixels before cleaning, changed pixels, shadow pixels, shadow-like pixels: any
-    uniform darkening of the plate, object-coloured or not, faint changes: above FAINT_FRACTION of the
-    threshold). `ignore`: pixels that
-    are unobservable (answer overlay) and never foreground; `plate_lab`, `lab`: the plate and the frame
-    in Lab, when the caller has them already."""
+                     plate_lab: np.ndarray | None = None, lab: np.ndarray | None = None) -> PlateDifference:
+    """Pixels that differ from the clean plate, cast shadows suppressed (`PlateDifference`). `ignore`:
+    pixels that are unobservable (answer overlay) and never foreground; `plate_lab`, `lab`: the plate
+    and the frame in Lab, when the caller has them already."""
     lab = to_lab(rgb) if lab is None else lab
     lab_p = to_lab(plate) if plate_lab is None else plate_lab
     diff = lab - lab_p
@@ -353,7 +361,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     refined = alpha_refine(coarse, rgb, bg, chroma_weight=PLATE_CHROMA_WEIGHT)
     if ignore is not None:
         refined &= ~ignore
-    return clean_mask(refined), thr, changed, changed_px, shadow, shadow_like, d > FAINT_FRACTION * thr
+    return PlateDifference(clean_mask(refined), thr, changed, changed_px, shadow, shadow_like, d > FAINT_FRACTION * thr)
 
 
 def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20) -> np.ndarray:
@@ -533,15 +541,16 @@ class ClassicalSegmenter:
         eligible = None
         lab = to_lab(image)
         if ctx.on_white:
-            fg, thr = white_foreground(image)
+            fg, _ = white_foreground(image)
             changed = float(fg.mean())
         else:
             if ctx.background.shape != image.shape:
                 raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
-            fg, thr, changed, changed_px, shadow, shadow_like, faint = plate_foreground(
-                image, ctx.background, [m for m in models.values() if m is not None],
-                shadow_gain=self._shadow_gain(ctx), ignore=ignore, plate_lab=self._plate_lab(ctx), lab=lab)
-            eligible = changed_px | shadow
+            diff = plate_foreground(image, ctx.background, [m for m in models.values() if m is not None],
+                                    shadow_gain=self._shadow_gain(ctx), ignore=ignore, plate_lab=self._plate_lab(ctx),
+                                    lab=lab)
+            fg, changed, shadow_like, faint = diff.foreground, diff.changed_fraction, diff.shadow_like, diff.faint
+            eligible = diff.changed | diff.shadow
             if ignore is not None:
                 eligible |= ignore
         min_area = max(12, int(2e-4 * fg.size))

@@ -6,24 +6,17 @@ IoU 0.9795; 0.990 now — asserted with the other fixtures in test_eval_run_real
 silhouette decides. The body's expected colour is read inside its colour blob, so a part that a
 generated body lacks, which shows the plate, is never claimed for it."""
 import numpy as np
+from drawn_scenes import CAM, H, W, ball_outline, sphere
 
 from orchard_eval.segment import shape_prior as SP
 from orchard_eval.segment.matting import weighted_ycc
 
-K = np.array([[300.0, 0.0, 160.0], [0.0, 300.0, 120.0], [0.0, 0.0, 1.0]])
-E = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.5], [0.0, 1.0, 0.0, 2.0]])
-H, W = 240, 320
 PLATE, BODY = (120, 120, 120), (150, 150, 156)
 
 
 def _scene():
-    cam = SP.Camera(K, E)
-    body = SP.BodyPrior("ball", "sphere", {"radius": 0.08}, np.zeros(3), np.array([0.0, 1.0, 0.0]))
-    centre = np.array([0.0213, 0.0, 0.5117])
-    poly = cam.silhouette(body, centre, np.eye(3))
-    ys, xs = np.mgrid[0:H, 0:W]
-    sd, angle = SP.outline_field(poly, xs.ravel() + 0.5, ys.ravel() + 0.5)
-    return cam, body, sd.reshape(H, W), angle.reshape(H, W)
+    body = sphere()
+    return CAM, body, *ball_outline(body)
 
 
 def _segment(img, plate, body, cam, limbs=None):

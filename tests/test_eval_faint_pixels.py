@@ -5,6 +5,7 @@ only changed pixels, left them out (Deduction spatial IoU 0.978). Faint changes 
 inside a fitted silhouette that nothing hides are the body's."""
 import numpy as np
 from calibration_helpers import deduction_ious, shipped_oracle_metrics
+from drawn_scenes import BALL_CENTRE, CAM, H, W, ball_outline, sphere
 
 from orchard_eval.segment import shape_prior as SP
 
@@ -19,15 +20,10 @@ def test_faint_pixels_count_only_inside_the_outline():
     """A ball whose bottom cap is drawn in the plate's colour plus a faint tint (as against a support
     of its colour): with `faint` the silhouette claims the cap's interior, never a pixel outside the
     outline."""
-    K = np.array([[300.0, 0.0, 160.0], [0.0, 300.0, 120.0], [0.0, 0.0, 1.0]])
-    E = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.5], [0.0, 1.0, 0.0, 2.0]])
-    cam = SP.Camera(K, E)
-    body = SP.BodyPrior("ball", "sphere", {"radius": 0.08}, np.zeros(3), np.array([0.0, 1.0, 0.0]))
-    centre = np.array([0.0213, 0.0, 0.5117])
-    h, w = 240, 320
-    poly = cam.silhouette(body, centre, np.eye(3))
-    ys, xs = np.mgrid[0:h, 0:w]
-    inside = SP.signed_distance(poly, xs.ravel() + 0.5, ys.ravel() + 0.5).reshape(h, w) >= 0
+    cam, body, centre, h, w = CAM, sphere(), BALL_CENTRE, H, W
+    sd, _ = ball_outline(body)
+    ys = np.mgrid[0:h, 0:w][0]
+    inside = sd >= 0
     plate = np.full((h, w, 3), 120, np.uint8)
     img = plate.copy()
     v = cam.project(centre[None])[0][1]
@@ -44,7 +40,7 @@ def test_faint_pixels_count_only_inside_the_outline():
     assert "ball" in centres, notes
     cap = inside & ~upper
     # the cap's pixels look like the plate to the fit, which therefore sits a few tenths of a pixel high
-    deep = cap & (SP.signed_distance(poly, xs.ravel() + 0.5, ys.ravel() + 0.5).reshape(h, w) > 2.0)
+    deep = cap & (sd > 2.0)
     assert deep.sum() > 10
     assert not plain["ball"][deep].any()
     assert got["ball"][deep].all(), (int((~got["ball"] & deep).sum()), int(deep.sum()))

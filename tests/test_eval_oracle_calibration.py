@@ -4,9 +4,9 @@ artifacts and GT video) through `orchard-eval run --judge none`, and the static 
 
 The target is oracle ≥ 0.98 on every objective metric of every case; these generated cases reach it
 (last measured: P-G ≥ 0.996, F-G ≥ 0.984, Deduction IoUs ≥ 0.991, velocity ≥ 0.992). On the 400
-shipped cases the weight-free segmenter reaches it on 395 (see docs/evaluation.md, "Calibration"):
-a contact band under a resting base and low contrast on a lit side still bias the silhouette fit by a
-few tenths of a pixel on some objects. The floors guard the margins of the shipped suite's misses.
+shipped cases the weight-free segmenter reaches it on 397 (see docs/evaluation.md, "Calibration"):
+a contact band under a resting base, low contrast and a rail in contact still bias the silhouette fit
+by a few tenths of a pixel on three of them. The floors guard the margins of the shipped suite's misses.
 """
 import json
 import os
@@ -26,7 +26,7 @@ TASKS = ("free_fall", "uniform_linear_motion", "perfectly_elastic_collision", "p
 COUNT, SEED = 2, 3
 IOUS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
 # floors every case must keep even where a change costs it the 0.98 target (its message then names
-# each metric; the shipped suite's worst values: F-G 0.977, Deduction IoUs 0.964, velocity 0.977)
+# each metric; the shipped suite's worst values: F-G 0.980, Deduction IoUs 0.968, velocity 0.977)
 FLOORS = {"perception_graphic": {"mask_iou": 0.98},
           "formulation_graphic": {"mask_iou": 0.97},
           "deduction": {"psnr": 0.98, "masked_psnr": 0.98, "spatial_iou": 0.97, "spatiotemporal_iou": 0.97,

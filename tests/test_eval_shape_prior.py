@@ -3,19 +3,11 @@ fits, the rule that only ambiguous pixels are decided by geometry, and look-alik
 without trusting their labels."""
 import numpy as np
 import pytest
+from drawn_scenes import CAM, E, H, K, W, sphere
 
 from orchard_eval import metrics as M
 from orchard_eval.segment import shape_prior as SP
 
-W, H = 320, 240
-K = np.array([[300.0, 0.0, 160.0], [0.0, 300.0, 120.0], [0.0, 0.0, 1.0]])
-# camera at (0, -2, 0.5) looking along +y (world z up): OpenCV x = world x, y = -world z, z = world y
-E = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.5], [0.0, 1.0, 0.0, 2.0]])
-CAM = SP.Camera(K, E)
-
-
-def _sphere(radius=0.08, plane_normal=(0.0, 1.0, 0.0)):
-    return SP.BodyPrior("ball", "sphere", {"radius": radius}, np.zeros(3), np.array(plane_normal))
 
 
 def _ray_cast_sphere(centre, radius):
@@ -46,7 +38,7 @@ def _coverage(centre, radius, ss=8):
 @pytest.mark.parametrize("centre", [(0.0, 0.0, 0.5), (0.31, 0.05, 0.77), (-0.42, -0.1, 0.2)])
 def test_sphere_silhouette_matches_ray_casting(centre):
     centre = np.array(centre)
-    tpl = SP.rasterise(CAM.silhouette(_sphere(), centre, np.eye(3)), (H, W))
+    tpl = SP.rasterise(CAM.silhouette(sphere(), centre, np.eye(3)), (H, W))
     truth = _ray_cast_sphere(centre, 0.08)
     assert M.iou(tpl, truth) >= 0.995
 
@@ -62,7 +54,7 @@ def test_cube_silhouette_is_the_hull_of_its_corners():
 
 
 def test_fit_recovers_a_subpixel_position():
-    body = _sphere()
+    body = sphere()
     truth = np.array([0.1234, 0.0, 0.5432])
     cover = _coverage(truth, 0.08)
     blob = cover >= 0.5
@@ -94,7 +86,7 @@ def test_prior_recovers_the_side_that_looks_like_shadow():
     blob = truth & (np.arange(H)[:, None] <= v)
     changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
     darkened = SP.darkened_plate(img, plate)
-    masks, centres, notes = SP.apply_shape_prior({"ball": blob}, {"ball": _sphere()}, CAM, img, plate,
+    masks, centres, notes = SP.apply_shape_prior({"ball": blob}, {"ball": sphere()}, CAM, img, plate,
                                                  allowed=changed, ambiguous=darkened, unobservable=None,
                                                  time=None)
     assert M.iou(blob, truth) < 0.7
@@ -107,7 +99,7 @@ def test_prior_leaves_a_blob_that_is_not_the_body():
     blob = np.zeros((H, W), bool)
     blob[100:112, 60:200] = True          # a long bar: not a ball of that size
     changed = np.ones((H, W), bool)
-    masks, centres, notes = SP.apply_shape_prior({"ball": blob}, {"ball": _sphere()}, CAM, img, plate,
+    masks, centres, notes = SP.apply_shape_prior({"ball": blob}, {"ball": sphere()}, CAM, img, plate,
                                                  allowed=changed, ambiguous=np.zeros((H, W), bool),
                                                  unobservable=None, time=None)
     assert np.array_equal(masks["ball"], blob) and not centres
@@ -119,7 +111,7 @@ def test_prior_never_claims_pixels_that_show_the_plate():
     img, plate, truth = _scene(centre)
     img[: int(CAM.project(centre[None])[0][1]) - 5] = plate[: int(CAM.project(centre[None])[0][1]) - 5]
     changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
-    masks, _, _ = SP.apply_shape_prior({"ball": truth & changed}, {"ball": _sphere()}, CAM, img, plate,
+    masks, _, _ = SP.apply_shape_prior({"ball": truth & changed}, {"ball": sphere()}, CAM, img, plate,
                                        allowed=changed, ambiguous=np.zeros((H, W), bool), unobservable=None,
                                        time=None)
     assert not (masks["ball"] & ~changed).any()
@@ -212,7 +204,7 @@ def test_a_support_in_front_hides_pixels_and_the_fit_sees_past_it():
     centre = np.array([0.0432, 0.0, 0.5123])
     v = CAM.project(centre[None])[0][1]
     img, plate, depth, visible = _bar_scene(centre, bar_from=int(v + 3))
-    body = _sphere()
+    body = sphere()
     hidden = SP.hidden_pixels(CAM, body, centre, np.eye(3), depth)
     assert hidden.any() and not (hidden & visible).any()
     assert M.iou(hidden, _ray_cast_sphere(centre, 0.08) & (depth < 5)) >= 0.99
@@ -231,7 +223,7 @@ def test_a_support_in_front_hides_pixels_and_the_fit_sees_past_it():
 def _shaded_rim_scene(centre, radius=0.08, ss=4):
     """A blue ball on grey whose left rim (the outer 1.5 px) is darker than its interior."""
     plate = np.full((H, W, 3), 160, np.uint8)
-    body = _sphere(radius)
+    body = sphere(radius)
     poly = CAM.silhouette(body, centre, np.eye(3))
     u = CAM.project(centre[None])[0][0]
     ys, xs = np.mgrid[0:H * ss, 0:W * ss]
@@ -260,7 +252,7 @@ def test_rim_model_learned_on_one_frame_removes_the_fit_bias_on_another(kind):
     # shading: the rim's colour differs from the interior's (`LimbModel.delta`); offset: the rendered
     # rim lies outside the geometric outline on one side (`LimbModel.edge_shift`)
     scene, bound = (_shaded_rim_scene, 0.1) if kind == "shading" else (_raised_rim_scene, 0.06)
-    body = _sphere()
+    body = sphere()
     first, second = np.array([-0.1, 0.0, 0.55]), np.array([0.1234, 0.0, 0.4321])
     img0, plate = scene(first)
     model = SP.learn_limb_model(CAM, body, first, np.eye(3), img0, plate, np.ones((H, W), bool))

@@ -148,7 +148,7 @@ class MaskIoUResult:
 
 
 def object_mask_iou(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, np.ndarray],
-                    match: str = "auto", ignore=None, alike=()) -> MaskIoUResult:
+                    match: str = "auto", ignore=None, alike=(), hidden_share: float | None = None) -> MaskIoUResult:
     """Case-level mask IoU (D.5): per-object IoU after matching, mean over GT objects, a GT object
     without a prediction scores 0. `match`: "identity" (same keys), "hungarian", or "auto" (identity
     when every predicted key is a GT key, Hungarian otherwise). With no GT object at all the value is
@@ -160,11 +160,18 @@ def object_mask_iou(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, n
 
     `alike`: groups of object keys that look the same (the segmenter could not tell them apart by
     colour); identity within a group is unknown, so its members are matched by the assignment with
-    the largest total IoU."""
+    the largest total IoU.
+
+    `hidden_share`: a GT object whose mask `ignore` covers beyond this share is left out of the mean
+    (the answer does not show what it would be measured on), unless that leaves no object."""
     gt = {k: _b(v) for k, v in gt.items()}
     pred = {k: _b(v) for k, v in pred.items()}
     if ignore is not None:
         keep = ~_b(ignore)
+        if hidden_share is not None:
+            shown = {k for k, v in gt.items() if not v.any() or (v & keep).sum() >= (1.0 - hidden_share) * v.sum()}
+            if shown:
+                gt = {k: v for k, v in gt.items() if k in shown}
         gt = {k: v & keep for k, v in gt.items()}
         pred = {k: v & keep for k, v in pred.items()}
     if match == "auto":

@@ -19,6 +19,7 @@ reason is returned in `notes`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from .cases import EvalCase
 from .segment import ClassicalSegmenter, Segmenter, context_for_case
 from .segment.overlay import answer_overlay_mask
 
+HIDDEN_SHARE = 0.5   # an object whose GT mask is hidden beyond this share cannot be located in the answer
 GRAPHIC_ROLE = {"perception_graphic": "perception_graphic", "formulation_graphic": "formulation_graphic"}
 
 
@@ -39,8 +41,8 @@ class ObjectiveResult:
     low_confidence: bool = False
 
 
-def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Segmenter | None = None
-                ) -> ObjectiveResult:
+def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Segmenter | None = None,
+                source_size: tuple[int, int] | None = None) -> ObjectiveResult:
     seg = segmenter or ClassicalSegmenter()
     gt = case.reference_object_masks(GRAPHIC_ROLE[subtrack])
     if not gt:
@@ -50,15 +52,18 @@ def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Se
         ctx = context_for_case(case, subtrack)
     except ValueError as exc:
         return ObjectiveResult({"mask_iou": None}, notes=[str(exc)])
+    ctx.answer_size = source_size
     out = seg.segment(answer, ctx)
     details: dict = {}
-    ignore = None
-    if ctx.exclude_rgb:
-        # the answer overlay the prompt requires hides part of the objects: unobservable, not scored
-        # (the segmenter found it already when it reports it; the rule is the same either way)
-        ignore = out.unobservable if out.unobservable is not None else answer_overlay_mask(answer, ctx.exclude_rgb)
+    # what the answer does not show (the answer overlay the prompt requires, the input's labels left
+    # on, pixels outside a reframed view) is not scored, for the prediction and the GT alike; a
+    # segmenter that does not report it still has the answer overlay left out
+    ignore = out.unobservable
+    if ignore is None and ctx.exclude_rgb:
+        ignore = answer_overlay_mask(answer, ctx.exclude_rgb)
+    if ignore is not None:
         details["unobservable_px"] = int(ignore.sum())
-    r = M.object_mask_iou(out.masks, gt, ignore=ignore, alike=out.alike)
+    r = M.object_mask_iou(out.masks, gt, ignore=ignore, alike=out.alike, hidden_share=HIDDEN_SHARE)
     details.update({"per_object": r.per_object, "matching": r.matching})
     return ObjectiveResult({"mask_iou": r.value}, details, list(out.notes), out.low_confidence)
 
@@ -66,7 +71,8 @@ def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Se
 def _resolve_alike(case: EvalCase, where: dict, alike: list[list[str]], t: float | None) -> dict:
     """Objects that look alike carry no identity of their own: within each such group the located
     positions are given to the GT objects by Hungarian matching on image distance to the GT centres
-    at time t (the rule for objects whose identity is unknown)."""
+    at time t (the rule for objects whose identity is unknown), squared distance: between two
+    assignments of equal total distance the one with the closer pairs wins."""
     if not alike or t is None:
         return where
     expected = case.image_centres(t)
@@ -80,27 +86,60 @@ def _resolve_alike(case: EvalCase, where: dict, alike: list[list[str]], t: float
         if len(keys) < 2:
             continue
         gt_uv = np.array([expected[k] for k in keys])
-        got = np.array([where[k] for k in keys], float)
-        cost = np.linalg.norm(got[:, None, :] - gt_uv[None, :, :], axis=2)
+        # in a fixed order (by image position), so that a tie — both far from where the GT puts
+        # them — breaks the same way whatever labels the segmenter happened to give them
+        got = np.array(sorted(tuple(where[k]) for k in keys), float)
+        cost = np.sum((got[:, None, :] - gt_uv[None, :, :]) ** 2, axis=2)
         rows, cols = linear_sum_assignment(cost)
         for r, c in zip(rows, cols):
             out[keys[c]] = tuple(got[r])
     return out
 
 
-def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_frames=None):
-    """Masks per frame, low-confidence flag, notes, and where each object is per frame (its fitted
-    centre or mask centroid, `Segmentation.positions`). `gt_frames`: the GT frames at `times`, when
-    the caller has decoded them (`SegmentContext.gt_frame`)."""
+def deduction_mask_ious(pred_union: Sequence[np.ndarray], gt_union: Sequence[np.ndarray],
+                        hidden: Sequence[np.ndarray | None] | None = None) -> dict[str, float | None]:
+    """The three Deduction IoUs of the per-timestamp object unions. `hidden`: per timestamp the
+    pixels the answer does not show (a layer drawn over the scene, the border a reframed view
+    lacks; `Segmentation.unobservable`), left out of the prediction and the GT alike, as for the F-G
+    answer overlay. A timestamp whose GT objects are hidden beyond HIDDEN_SHARE is left out: the
+    answer does not show what it would be measured on (None when that leaves nothing)."""
+    pu, gu = [], []
+    for k, (p, g) in enumerate(zip(pred_union, gt_union)):
+        h = None if hidden is None else hidden[k]
+        if h is not None:
+            if g.any() and (g & h).sum() > HIDDEN_SHARE * g.sum():
+                continue
+            p, g = p & ~h, g & ~h
+        pu.append(p)
+        gu.append(g)
+    if not pu:
+        return {"spatial_iou": None, "spatiotemporal_iou": None, "weighted_spatial_iou": None}
+    pu, gu = np.stack(pu), np.stack(gu)
+    return {"spatial_iou": M.spatial_iou(pu, gu), "spatiotemporal_iou": M.spatiotemporal_iou(pu, gu),
+            "weighted_spatial_iou": M.weighted_spatial_iou(pu, gu)}
+
+
+def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_frames=None, condition=None,
+                      source_size=None):
+    """Masks per frame, low-confidence flag, notes, where each object is per frame (its fitted
+    centre or mask centroid, `Segmentation.positions`) and the pixels each frame does not show
+    (`Segmentation.unobservable`, None where nothing is hidden). `gt_frames`: the GT frames at
+    `times`, when the caller has decoded them (`SegmentContext.gt_frame`); `condition`: the
+    answer's own frame 0 (`SegmentContext.answer_condition`)."""
     ctx = context_for_case(case, "deduction")
+    ctx.answer_condition = condition
+    ctx.answer_frames = [f for f in frames if f is not None]
+    ctx.answer_size = source_size
     shape = (case.frame_size[1], case.frame_size[0])
     out, low, notes = [], False, []
     where: list[dict] = []
+    hidden: list[np.ndarray | None] = []
     done: dict[int, object] = {}       # the same frame (two timestamps on one video frame) is segmented once
     for k, f in enumerate(frames):
         if f is None:
             out.append({o.id: np.zeros(shape, bool) for o in case.objects})
             where.append({})
+            hidden.append(None)
             continue
         ctx.time = None if times is None else float(times[k])
         ctx.gt_frame = None if gt_frames is None else gt_frames[k]
@@ -112,7 +151,8 @@ def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_fra
             ctx.priors = {k: c for k, c in s.centroids().items() if c is not None} or ctx.priors
         where.append(_resolve_alike(case, s.positions(), s.alike, ctx.time))
         out.append(s.masks)
-    return out, low, notes, where
+        hidden.append(s.unobservable if s.unobservable is not None and s.unobservable.any() else None)
+    return out, low, notes, where, hidden
 
 
 def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmenter | None = None,
@@ -139,20 +179,20 @@ def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmen
         res.notes.append("no GT instance masks: mask metrics not applicable")
         return res
     try:
-        pred_masks, low, notes, where = _segment_sequence(case, packet.frames, seg, packet.times, gt.frames)
+        pred_masks, low, notes, where, hidden = _segment_sequence(case, packet.frames, seg, packet.times, gt.frames,
+                                                                  packet.condition_frame, packet.source_size)
     except ValueError as exc:
         res.notes.append(f"mask metrics not applicable: {exc}")
         return res
     res.low_confidence, res.notes = low, res.notes + sorted(set(notes))
-    pu = np.stack([np.any([m[i] for i in ids], axis=0) if ids else np.zeros_like(gt_union[0]) for m in pred_masks])
-    gu = np.stack(gt_union)
-    res.values["spatial_iou"] = M.spatial_iou(pu, gu)
-    res.values["spatiotemporal_iou"] = M.spatiotemporal_iou(pu, gu)
-    res.values["weighted_spatial_iou"] = M.weighted_spatial_iou(pu, gu)
+    pu = [np.any([m[i] for i in ids], axis=0) if ids else np.zeros_like(gt_union[0]) for m in pred_masks]
+    res.values.update(deduction_mask_ious(pu, gt_union, hidden))
+    if any(h is not None for h in hidden):
+        res.details["unobservable_px"] = [0 if h is None else int(h.sum()) for h in hidden]
     if dense is not None:
         res.values["velocity"], vnote = velocity_metric(case, dense, seg)
     else:
-        res.values["velocity"], vnote = sampled_velocity(case, packet, pred_masks, rule, where)
+        res.values["velocity"], vnote = sampled_velocity(case, packet, pred_masks, rule, where, hidden)
     if vnote:
         res.notes.append(vnote)
     return res
@@ -166,11 +206,14 @@ def frame_time(index: int, n_video_frames: int, duration: float, rule: str = "pa
 
 
 def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[str, np.ndarray]],
-                     rule: str = "paper", where: list[dict] | None = None) -> tuple[float | None, str | None]:
+                     rule: str = "paper", where: list[dict] | None = None,
+                     hidden: list[np.ndarray | None] | None = None) -> tuple[float | None, str | None]:
     """S_vel from the frames already sampled at T_c (video protocol): the distinct prediction frames
     chosen for the timestamps, each at its own physical time index·T/N, give centroid tracks; the
     velocity over each consecutive pair of them is compared with the GT displacement over the same
-    times (`metrics.velocity_error`). Needs no segmentation beyond the one done for the IoUs."""
+    times (`metrics.velocity_error`). Needs no segmentation beyond the one done for the IoUs.
+    `hidden`: per timestamp the pixels the answer does not show; where they cover most of an
+    object's GT mask, the answer cannot show the object there and that time leaves its pairs."""
     if packet.protocol != "video":
         return None, "velocity is not evaluated for keyframe answers"
     tracks = case.object_tracks()
@@ -202,7 +245,11 @@ def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[s
         planes[o.id] = M.motion_plane(tracks.positions[o.id], case.extrinsic)
         gpos[o.id] = np.stack([tracks.at(t)[0][o.id] for t in times])
         for k, inst in enumerate(gt_inst):
-            if inst is not None and not (inst == o.instance_id).any():
+            if inst is None:
+                continue
+            own = inst == o.instance_id
+            h = None if hidden is None else hidden[chosen[order[k]]]
+            if not own.any() or (h is not None and h.shape == own.shape and (own & h).sum() > HIDDEN_SHARE * own.sum()):
                 gpos[o.id][k] = np.nan
     e = M.velocity_error(uv, times, case.intrinsic, case.extrinsic, planes, gt_positions=gpos)
     return M.velocity_score(e), None
@@ -218,7 +265,8 @@ def velocity_metric(case: EvalCase, dense: DeductionPacket, segmenter: Segmenter
         return None, "no GT object tracks or camera: velocity not applicable"
     seg = segmenter or ClassicalSegmenter()
     try:
-        masks, _, _, where = _segment_sequence(case, dense.frames, seg, dense.times)
+        masks, _, _, where, _ = _segment_sequence(case, dense.frames, seg, dense.times, condition=dense.condition_frame,
+                                                  source_size=dense.source_size)
     except ValueError as exc:
         return None, f"velocity not applicable: {exc}"
     times = np.asarray(dense.times)

@@ -70,14 +70,16 @@ def _indices(case: EvalCase, times: Sequence[float], n_phys: int, rule: str) -> 
 
 
 def _decode_pass(path: Path, size: tuple[int, int], keep: set[int] | None
-                 ) -> tuple[dict[int, np.ndarray], int, int | None]:
+                 ) -> tuple[dict[int, np.ndarray], int, int | None, tuple[int, int] | None]:
     """Decode `path` once in order; frames whose index is in `keep` (all when None, up to
     MAX_KEEP_FRAMES) are converted and resized to `size`. Returns (frames, decodable count, the
-    container's declared frame count or None). Stops at the first corrupt packet after frame 0."""
+    container's declared frame count or None, the video's own frame size). Stops at the first
+    corrupt packet after frame 0."""
     container, stream = _open_video(path)
     declared = int(stream.frames) if stream.frames else None
     frames: dict[int, np.ndarray] = {}
     n = 0
+    source: tuple[int, int] | None = None
     try:
         it = container.decode(stream)
         while True:
@@ -91,6 +93,7 @@ def _decode_pass(path: Path, size: tuple[int, int], keep: set[int] | None
                 break
             if n == 0:
                 check_dimensions(frame.width, frame.height, path)
+                source = (int(frame.width), int(frame.height))
             if (keep is None and n < MAX_KEEP_FRAMES) or (keep is not None and n in keep):
                 frames[n] = resize_rgb(frame.to_ndarray(format="rgb24"), size)
             n += 1
@@ -98,7 +101,7 @@ def _decode_pass(path: Path, size: tuple[int, int], keep: set[int] | None
         container.close()
     if n == 0:
         raise MediaError("no_frames", path, "the video holds no decodable frame")
-    return frames, n, declared
+    return frames, n, declared, source
 
 
 def decode_deduction(case: EvalCase, path: Path, rule: str = "paper", dense: bool = True
@@ -127,12 +130,12 @@ def decode_deduction(case: EvalCase, path: Path, rule: str = "paper", dense: boo
         declared = int(stream.frames) if stream.frames else None
         container.close()
         keep = wanted(declared) if declared else None
-        frames, n_total, _ = _decode_pass(path, size, keep)
+        frames, n_total, _, source = _decode_pass(path, size, keep)
         if n_total - 1 <= 0:
             return fail(f"{path}: only the condition frame, no physics frames", "no_frames", n_total)
         need = wanted(n_total)
         if not need <= set(frames):
-            frames, n2, _ = _decode_pass(path, size, need)
+            frames, n2, _, source = _decode_pass(path, size, need)
             n_total = min(n_total, n2)
     except MediaError as exc:
         return fail(str(exc), exc.kind)
@@ -144,7 +147,7 @@ def decode_deduction(case: EvalCase, path: Path, rule: str = "paper", dense: boo
     def packet(ts: tuple[float, ...]) -> DeductionPacket:
         idx = _indices(case, ts, n_phys, rule)
         return DeductionPacket("video", ts, list(idx), [frames.get(i) for i in idx], condition_frame=cond,
-                               n_video_frames=n_total, source_size=None)
+                               n_video_frames=n_total, source_size=source)
 
     return packet(times), (packet(dtimes) if dense else None)
 
@@ -356,7 +359,8 @@ class Scorer:
                 return self._invalid(rec, ans.error_kind or "undecodable", ans.error or "no answer artifact")
             rec["artifact"].update(source_size=ans.source_size, n_frames=ans.n_frames)
             if subtrack in ("perception_graphic", "formulation_graphic"):
-                r = self._cached(case, subtrack, rec, lambda: graphic_iou(case, subtrack, ans.image, self.segmenter))
+                r = self._cached(case, subtrack, rec,
+                                 lambda: graphic_iou(case, subtrack, ans.image, self.segmenter, ans.source_size))
                 objective.update(r["values"])
                 rec["metric_details"] = r["details"]
                 rec["notes"] += r["notes"]

@@ -185,3 +185,17 @@ def test_velocity_error_zero_for_the_truth_and_grows_with_speed_error():
 @given(st.floats(0, 1e6, allow_nan=False))
 def test_velocity_score_range(e):
     assert 0.0 < M.velocity_score(e) <= 1.0
+
+
+def test_mostly_hidden_objects_leave_the_mask_iou():
+    a = np.zeros((20, 20), bool)
+    a[2:8, 2:8] = True
+    b = np.zeros((20, 20), bool)
+    b[10:16, 10:16] = True
+    hide = np.zeros((20, 20), bool)
+    hide[10:16, 10:15] = True                      # 5/6 of b
+    pred = {"a": a, "b": np.zeros_like(b)}         # b not found where a sliver of it shows
+    assert M.object_mask_iou(pred, {"a": a, "b": b}, ignore=hide).value == pytest.approx(0.5)
+    assert M.object_mask_iou(pred, {"a": a, "b": b}, ignore=hide, hidden_share=0.5).value == pytest.approx(1.0)
+    # every object hidden: all are kept (the value stays defined)
+    assert M.object_mask_iou(pred, {"b": b}, ignore=hide, hidden_share=0.5).value == 0.0

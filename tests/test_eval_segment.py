@@ -122,6 +122,24 @@ def test_lookalike_objects_take_the_expected_identity():
     assert object_mask_iou(out.masks, gt_masks(sc, inst1), match="identity").value > 0.95
 
 
+def test_a_piece_is_split_only_for_objects_expected_in_view():
+    from orchard_eval.segment.classical import _assign_by_position
+
+    yy, xx = np.mgrid[:60, :120]
+    small = (xx - 40) ** 2 + (yy - 30) ** 2 <= 8 ** 2
+    big = (xx - 58) ** 2 + (yy - 30) ** 2 <= 12 ** 2       # touching: one piece
+    both = small | big
+    seen = _assign_by_position(both, ["a", "b"], {"a": np.array([40.0, 30.0]), "b": np.array([58.0, 30.0])}, 12)
+    assert seen["a"].any() and seen["b"].any() and not (seen["a"] & seen["b"]).any()
+    # "b" expected out of view: the one body seen is not cut in two for it
+    alone = _assign_by_position(big, ["a", "b"], {"a": np.array([56.0, 30.0]), "b": np.array([150.0, 30.0])}, 12)
+    assert (alone["a"] == big).all() and not alone["b"].any()
+    # "b" expected in view but elsewhere: a piece no larger than one body is one body
+    far = {"a": np.array([56.0, 30.0]), "b": np.array([100.0, 30.0])}
+    assert not _assign_by_position(big, ["a", "b"], far, 12, split_px=1.25 * big.sum())["b"].any()
+    assert _assign_by_position(both, ["a", "b"], far, 12, split_px=1.25 * big.sum())["b"].any()
+
+
 def test_low_contrast_objects_are_flagged():
     p, v = syn.uniform(0.0, 0.6, 0.0)
     sc = syn.Scene(width=128, height=96, background="flat",

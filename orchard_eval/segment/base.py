@@ -14,7 +14,9 @@ class SegmentContext:
     (colour models), the background (a clean plate, or None for objects-on-white answers) and
     optional expected centroids per object (pixel coordinates, e.g. the previous frame's result), and
     colours of drawn answer annotations (the orange F-G arrows and labels): their strokes
-    (`segment.overlay.answer_overlay_mask`) are unobservable pixels, never foreground."""
+    (`segment.overlay.answer_overlay_mask`) are unobservable pixels, never foreground, as are the
+    elements of the input's annotation layer an answer still shows and, for a frame registered to
+    the case's camera (`segment.conditioning`), the pixels it does not show."""
     object_ids: list[str]
     reference_image: np.ndarray | None = None
     reference_masks: dict[str, np.ndarray] = field(default_factory=dict)
@@ -41,7 +43,18 @@ class SegmentContext:
     # alike apart (the metrics pair look-alike objects with GT objects by the same rule), so that each
     # is fitted with its own rigid model and motion plane; None where the case has no tracks
     expected_at: Callable[[float], dict[str, tuple[float, float]]] | None = field(default=None, repr=False)
-    cache: dict = field(default_factory=dict, repr=False)
+    # the case's input annotation layer (`segment.overlay.InputLayer`): where an answer still shows
+    # it, the pixels under it are unobservable; None where the case has no annotated input
+    input_layer: object | None = field(default=None, repr=False)
+    # the answer's own condition frame (frame 0 of a Deduction video) and the answer frames being
+    # segmented: how this model renders the scene (`segment.conditioning.AnswerReference`)
+    answer_condition: np.ndarray | None = field(default=None, repr=False)
+    answer_frames: list = field(default_factory=list, repr=False)
+    # (width, height) the answer was made at, before it was resized to the case's: an answer at
+    # another aspect ratio is registered from the hypothesis that it shows the scene's centre
+    answer_size: tuple[int, int] | None = None
+    cache: dict = field(default_factory=dict, repr=False)          # per case
+    answer_cache: dict = field(default_factory=dict, repr=False)   # per answer
 
     @property
     def on_white(self) -> bool:

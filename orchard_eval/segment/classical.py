@@ -39,8 +39,9 @@ from scipy.optimize import linear_sum_assignment
 
 from ..media import MediaError
 from .base import SegmentContext, Segmentation
+from .conditioning import scene_view, white_view
 from .matting import nearest_inside, weighted_ycc
-from .overlay import ANSWER_ORANGE, answer_overlay_mask
+from .overlay import ANSWER_ORANGE, InputLayer
 from .shadows import CastShadows, cast_shadows
 from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
                           EDGE_SHIFT_MAX, hidden_pixels, learn_limb_model, quat_to_matrix)
@@ -52,6 +53,7 @@ LOW_CONTRAST_DE = 14.0     # ΔE between an object and its background below whic
 WHITE_FLOOR_DE = 8.0
 WHITE_CLEAN_DE = 0.25      # threshold on a noise-free white background (clean renders): any non-white pixel
 PLATE_FLOOR_DE = 7.0
+PROTECTED_MIN_PX = 6        # a component next to unobservable pixels is kept from this size
 MOVED_PX = 1.0             # a body whose centre moved farther (pixels) is elsewhere in the scene
 FAINT_FRACTION = 0.5        # a difference from the plate above this share of the change threshold is faint
 PLATE_CHROMA_WEIGHT = 1.0   # chroma weight in in-scene matting (measured: full weight is best even on 4:2:0 video)
@@ -60,6 +62,12 @@ SHADOW_ABS_TOL = 6.0       # RGB levels: a shadow pixel is k · plate within thi
 SHADOW_REL_TOL = 0.05
 SHADOW_K_TOL = 0.07        # tolerance on the learned shadow attenuation
 ANSWER_ANNOTATION_RGB = (ANSWER_ORANGE,)   # F-G answers draw velocity arrows and labels in orange
+SIZEABLE = 0.2             # a piece this share of the largest one's size may be an object of its own
+SPLIT_SHARE = 0.25         # a piece larger than the largest object by this share of the smallest holds two
+DARK_RATIO, DARK_SPREAD = 0.85, 0.25   # a pixel below this share of the plate in every channel, alike within this, is shadow-like
+MIN_COLOURED = 0.3         # object-coloured changed pixels, as a share of the objects' area, below which colour is not used
+RECOLOURED_BC = 0.3        # an answer's object whose colours overlap the case's less than this is recoloured
+LIKELY_RATIO = 4.0         # an object's colour model over the frame's histogram that marks a likely object pixel
 GATE_DENSITY = 0.3         # a colour bin counts as an object colour above this multiple of the uniform density
 
 
@@ -122,7 +130,10 @@ def _kernel(shape: tuple[int, int]) -> int:
     return k + 1 - k % 2
 
 
-def clean_mask(fg: np.ndarray, min_area: int | None = None) -> np.ndarray:
+def clean_mask(fg: np.ndarray, min_area: int | None = None, protect: np.ndarray | None = None) -> np.ndarray:
+    """Opening, closing, hole filling, and components of at least `min_area` pixels; a component
+    next to `protect` (unobservable pixels: the visible part of a body a drawn layer hides) needs
+    only PROTECTED_MIN_PX."""
     k = _kernel(fg.shape)
     m = fg.astype(np.uint8)
     m = cv2.morphologyEx(m, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
@@ -130,9 +141,20 @@ def clean_mask(fg: np.ndarray, min_area: int | None = None) -> np.ndarray:
     m = fill_holes(m)
     min_area = min_area if min_area is not None else max(12, int(2e-4 * fg.size))
     n, labels, stats, _ = cv2.connectedComponentsWithStats(m.astype(np.uint8), connectivity=8)
-    keep = np.zeros(n, bool)
-    keep[1:] = stats[1:, cv2.CC_STAT_AREA] >= min_area
-    return keep[labels]
+    return _big_enough(labels, stats, min_area, protect)[labels]
+
+
+def _big_enough(labels: np.ndarray, stats: np.ndarray, min_area: int, protect: np.ndarray | None) -> np.ndarray:
+    """Per component label: kept (the background label 0 never)."""
+    area = stats[:, cv2.CC_STAT_AREA]
+    keep = area >= min_area
+    if protect is not None and protect.any():
+        near = cv2.dilate(protect.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        touching = np.zeros(len(area), bool)
+        touching[np.unique(labels[near])] = True
+        keep |= touching & (area >= PROTECTED_MIN_PX)
+    keep[0] = False
+    return keep
 
 
 def half_contrast(mask: np.ndarray, d: np.ndarray, fraction: float = 0.5) -> np.ndarray:
@@ -211,12 +233,18 @@ def alpha_refine(mask: np.ndarray, rgb: np.ndarray, background: np.ndarray | Non
 def white_foreground(rgb: np.ndarray) -> tuple[np.ndarray, float]:
     """Pixels that are not (near) white. Returns (mask, threshold in ΔE). The threshold adapts to the
     noise of the white background; on a noise-free white (a clean render) it drops to
-    `WHITE_CLEAN_DE`, so that near-white object parts (a lit off-white ceramic face) stay objects."""
+    `WHITE_CLEAN_DE`, so that near-white object parts (a lit off-white ceramic face) stay objects.
+    Noise-free is judged next to the objects, where a codec puts its noise (JPEG keeps a flat white
+    exact and rings around every edge)."""
     lab = to_lab(rgb)
     d = np.sqrt((100.0 - lab[..., 0]) ** 2 + lab[..., 1] ** 2 + lab[..., 2] ** 2)
     ref = np.percentile(d, 40.0)
     low = d[d <= ref]
     clean_white = low.size > 0 and float(np.percentile(low, 99)) < 0.2
+    if clean_white:
+        rough = (d > WHITE_FLOOR_DE).astype(np.uint8)
+        near = (cv2.dilate(rough, np.ones((9, 9), np.uint8)) > 0) & ~(cv2.dilate(rough, np.ones((3, 3), np.uint8)) > 0)
+        clean_white = not near.any() or float(np.percentile(d[near], 90)) < 0.5
     thr = _robust_threshold(d, WHITE_CLEAN_DE if clean_white else WHITE_FLOOR_DE, background_quantile=40.0)
     coarse = clean_mask(d > thr)
     if not clean_white:
@@ -316,9 +344,41 @@ class PlateDifference:
     faint: np.ndarray          # changes above FAINT_FRACTION of the threshold
 
 
+EDGE_BINS = (0.0, 2.0, 4.0, 8.0, 16.0, 32.0)   # plate lightness gradient (L per pixel) bin edges
+EDGE_BIN_MIN_PX = 100     # of the quarter sampled
+
+
+def edge_bands(plate_l: np.ndarray) -> np.ndarray:
+    """Per pixel, its band of plate lightness gradient (EDGE_BINS), for `edge_thresholds`."""
+    gx = cv2.Sobel(plate_l, cv2.CV_32F, 1, 0, ksize=3) / 8.0
+    gy = cv2.Sobel(plate_l, cv2.CV_32F, 0, 1, ksize=3) / 8.0
+    return np.digitize(np.sqrt(gx * gx + gy * gy), EDGE_BINS[1:]).astype(np.uint8)
+
+
+def edge_thresholds(d: np.ndarray, band: np.ndarray, floor: float) -> np.ndarray:
+    """Per pixel, the change threshold of its kind of plate pixel: a codec (or a resampling) errs
+    most where the plate has edges — blocks and ringing along a checker's lines, a horizon, a
+    table's outline — so the noise is measured per band of plate gradient (median + 5 robust sigmas
+    of the lower half of the differences there, as `_robust_threshold` does over the frame) and a
+    pixel is changed when it exceeds its band's level (`band`: `edge_bands` of the plate). A band
+    with few pixels takes the flatter band's level. On a render of ours every band sits at the
+    floor."""
+    levels = np.full(len(EDGE_BINS), floor, np.float32)
+    last = floor
+    sub = (slice(None, None, 2), slice(None, None, 2))     # the statistics of a quarter of the pixels
+    ds, bs = d[sub], band[sub]
+    for b in range(len(EDGE_BINS)):
+        sel = ds[bs == b]
+        if sel.size >= EDGE_BIN_MIN_PX:
+            last = max(last, _robust_threshold(sel, floor))   # never below a flatter band's
+        levels[b] = last
+    return levels[band]
+
+
 def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None,
                      shadow_gain: float | None = None, ignore: np.ndarray | None = None,
-                     plate_lab: np.ndarray | None = None, lab: np.ndarray | None = None) -> PlateDifference:
+                     plate_lab: np.ndarray | None = None, lab: np.ndarray | None = None,
+                     edge_band: np.ndarray | None = None) -> PlateDifference:
     """Pixels that differ from the clean plate, cast shadows suppressed (`PlateDifference`). `ignore`:
     pixels that are unobservable (answer overlay) and never foreground; `plate_lab`, `lab`: the plate
     and the frame in Lab, when the caller has them already."""
@@ -330,7 +390,8 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     # the same sums as np.linalg.norm(diff, axis=2), written out: five times faster on a frame
     d = np.sqrt(diff[..., 0] * diff[..., 0] + diff[..., 1] * diff[..., 1] + diff[..., 2] * diff[..., 2])
     thr = _robust_threshold(d, PLATE_FLOOR_DE)
-    changed_px = d > thr
+    thr_map = edge_thresholds(d, edge_bands(lab_p[..., 0]) if edge_band is None else edge_band, PLATE_FLOOR_DE)
+    changed_px = d > thr_map
     learned, wide = shadow_mask(rgb, plate, shadow_gain, broad=True, where=changed_px)
     shadow_like = changed_px & wide
     # the learned attenuation is trusted; any other uniform darkening (no shadow in the reference,
@@ -350,7 +411,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     fg = changed_px & ~shadow
     if ignore is not None:
         fg &= ~ignore
-    coarse = clean_mask(fg)
+    coarse = clean_mask(fg, protect=ignore)
     # matting against the local background: the plate, darkened where the object's shadow lies
     bg = plate
     if shadow.any():
@@ -361,7 +422,8 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     refined = alpha_refine(coarse, rgb, bg, chroma_weight=PLATE_CHROMA_WEIGHT)
     if ignore is not None:
         refined &= ~ignore
-    return PlateDifference(clean_mask(refined), thr, changed, changed_px, shadow, shadow_like, d > FAINT_FRACTION * thr)
+    return PlateDifference(clean_mask(refined, protect=ignore), thr, changed, changed_px, shadow, shadow_like,
+                           d > FAINT_FRACTION * thr_map)
 
 
 def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20) -> np.ndarray:
@@ -398,9 +460,10 @@ def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20
 # ---------------------------------------------------------------------------------------------
 # Assignment
 # ---------------------------------------------------------------------------------------------
-def _components(mask: np.ndarray, min_area: int) -> list[np.ndarray]:
+def _components(mask: np.ndarray, min_area: int, protect: np.ndarray | None = None) -> list[np.ndarray]:
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
-    return [labels == i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_area]
+    keep = _big_enough(labels, stats, min_area, protect)
+    return [labels == i for i in range(1, n) if keep[i]]
 
 
 def _centroid(mask: np.ndarray) -> np.ndarray:
@@ -446,14 +509,22 @@ def _groups(ids: list[str], models: dict[str, ColourModel | None]) -> list[list[
     return list(out.values())
 
 
-def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.ndarray], min_area: int
-                        ) -> dict[str, np.ndarray]:
-    comps = _components(mask, min_area)
+def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.ndarray], min_area: int,
+                        protect: np.ndarray | None = None, split_px=None) -> dict[str, np.ndarray]:
+    """Pieces of the foreground to objects by position (Hungarian on distance to `priors`). Fewer
+    sizeable pieces than objects expected in view (`priors` inside the image): the largest holds
+    several (touching look-alikes) and is split if it may hold two (`_holds_two`; one body is not
+    cut in two for another one that left the view). A speck (codec noise) does not count
+    as one of the objects."""
+    comps = _components(mask, min_area, protect)
     out = {i: np.zeros_like(mask) for i in ids}
     if not comps:
         return out
     comps.sort(key=lambda m: -int(m.sum()))
-    while len(comps) < len(ids) and comps:
+    h, w = mask.shape
+    in_view = sum(p is None or (0 <= p[0] < w and 0 <= p[1] < h) for p in (priors.get(i) for i in ids))
+    while (comps and sum(int(c.sum()) >= SIZEABLE * int(comps[0].sum()) for c in comps) < in_view
+           and _holds_two(comps[0], priors, split_px)):
         parts = _split2(comps.pop(0))
         comps.extend(parts)
         comps.sort(key=lambda m: -int(m.sum()))
@@ -480,27 +551,200 @@ def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.n
     return out
 
 
+def _holds_two(piece: np.ndarray, priors: dict, split_px) -> bool:
+    """Whether one piece may hold two objects: it covers where two are expected, or it is larger
+    than `split_px` (a number, or a function of the piece's centroid; None: always)."""
+    if split_px is None or _covers(piece, priors.values()) >= 2:
+        return True
+    limit = split_px(_centroid(piece)) if callable(split_px) else split_px
+    return limit is None or int(piece.sum()) > limit
+
+
+def _covers(piece: np.ndarray, points) -> int:
+    """How many of `points` (x, y) lie inside `piece`'s convex hull (a drawn arrow or a rail may
+    cut through a body; its hull still covers the centre)."""
+    hull = cv2.convexHull(cv2.findNonZero(piece.astype(np.uint8)))
+    return sum(p is not None and cv2.pointPolygonTest(hull, (float(p[0]) - 0.5, float(p[1]) - 0.5), False) >= 0
+               for p in points)
+
+
+def _darkened(image: np.ndarray, plate: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Pixels of `where` that are the plate made darker by one factor in every channel (within
+    DARK_SPREAD of each other): a shadow, whether or not the shadow model placed it there."""
+    out = np.zeros(where.shape, bool)
+    ratio = (image[where].astype(np.float32) + 1.0) / (plate[where].astype(np.float32) + 1.0)
+    hi, lo = ratio.max(axis=1), ratio.min(axis=1)
+    out[where] = (hi < DARK_RATIO) & (hi - lo <= DARK_SPREAD * hi)
+    return out
+
+
+def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, darker: np.ndarray | None = None) -> bool:
+    """Whether a piece of the foreground is an object drawn in another colour: the size of an object
+    (on white: at least 0.3 of the smallest; in a scene also at most 3 times the largest, no longer
+    than twice the objects' extent, and compact — solidity ≥ 0.85 — where a texture the plate does
+    not explain, or a horizon the camera moved, leaves strips and specks) with
+    fewer than half of its pixels in an object's colours and fewer than half `darker` (`_darkened`:
+    a shadow the shadow model did not place). An object's own pixels on our
+    render match its model far more often than that."""
+    refs = [m for m in ctx.reference_masks.values() if m is not None and m.any()]
+    if not refs:
+        return False
+    sizes = [int(m.sum()) for m in refs]
+    extent = max(max(np.ptp(np.nonzero(m)[0]), np.ptp(np.nonzero(m)[1])) + 1 for m in refs)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(fg.astype(np.uint8), connectivity=8)
+    coloured = np.zeros(fg.shape, bool)
+    coloured[fg] = keep
+    hits = np.bincount(labels[coloured], minlength=n)
+    dark = np.bincount(labels[fg & darker], minlength=n) if darker is not None else np.zeros(n, int)
+    for i in range(1, n):
+        area = stats[i, cv2.CC_STAT_AREA]
+        if area < 0.3 * min(sizes) or hits[i] >= 0.5 * area or dark[i] >= 0.5 * area:
+            continue
+        if ctx.on_white:
+            return True
+        x, y, bw, bh = stats[i, :4]
+        if area > 3 * max(sizes) or max(bw, bh) > 2 * extent:
+            continue
+        piece = (labels[y:y + bh, x:x + bw] == i).astype(np.uint8)
+        hull = cv2.convexHull(cv2.findNonZero(piece))
+        if area >= 0.85 * cv2.contourArea(hull):
+            return True
+    return False
+
+
+def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int]) -> np.ndarray:
+    """One object's pieces: its largest component and the others of at least a tenth of its size
+    that lie within `reach` pixels of what is taken (a body seen in pieces, a rail across it); a
+    piece farther away is something else (a faint label, clutter)."""
+    out = np.zeros(shape, bool)
+    if not comps:
+        return out
+    comps = sorted(comps, key=lambda c: -int(c.sum()))
+    largest = int(comps[0].sum())
+    out |= comps[0]
+    rest = [c for c in comps[1:] if c.sum() >= 0.1 * largest]
+    while rest:
+        dist = cv2.distanceTransform((~out).astype(np.uint8), cv2.DIST_L2, 3)
+        near = [c for c in rest if float(dist[c].min()) <= reach]
+        if not near:
+            break
+        for c in near:
+            out |= c
+        rest = [c for c in rest if not any(c is n for n in near)]
+    return out
+
+
 class ClassicalSegmenter:
     """Weight-free segmenter (see the module docstring)."""
 
     name = "classical"
 
-    def _models(self, ctx: SegmentContext) -> dict[str, ColourModel | None]:
+    def _models(self, ctx: SegmentContext, view=None) -> dict[str, ColourModel | None]:
+        """Colour models of the objects, learned on the case's reference image and masks — or, for
+        an answer whose own frame 0 shows the objects in other colours (`View.reference`), on that
+        frame (the model recoloured them; their places at t = 0 are the case's)."""
         if "models" not in ctx.cache:
-            models: dict[str, ColourModel | None] = {i: None for i in ctx.object_ids}
-            if ctx.reference_image is not None:
-                lab = to_lab(ctx.reference_image)
-                for i in ctx.object_ids:
-                    m = ctx.reference_masks.get(i)
-                    if m is not None and m.shape == lab.shape[:2]:
-                        models[i] = colour_model(lab, m)
-            ctx.cache["models"] = models
-        return ctx.cache["models"]
+            ctx.cache["models"] = self._learn(ctx.reference_image, ctx)
+        models = ctx.cache["models"]
+        ref = None if view is None else view.reference
+        if ref is None:
+            return models
+        if "models" not in ctx.answer_cache:
+            own = self._learn(ref.image, ctx)
+            # an object the answer shows where the case puts it at t = 0 (frame 0 differs from the
+            # plate there), in colours unlike the case's (not an object the answer started elsewhere)
+            there = np.abs(ref.image.astype(np.int16) - ctx.background.astype(np.int16)).max(axis=2) > 24
+            differ = any(models.get(i) is not None and own.get(i) is not None
+                         and there[ctx.reference_masks[i]].mean() >= 0.7
+                         and bhattacharyya(models[i], own[i]) < RECOLOURED_BC for i in ctx.object_ids)
+            ctx.answer_cache["models"] = own if differ else models
+        return ctx.answer_cache["models"]
 
-    def _plate_lab(self, ctx: SegmentContext) -> np.ndarray:
-        if "plate_lab" not in ctx.cache:
-            ctx.cache["plate_lab"] = to_lab(ctx.background)
-        return ctx.cache["plate_lab"]
+    @staticmethod
+    def _learn(image: np.ndarray | None, ctx: SegmentContext) -> dict[str, ColourModel | None]:
+        models: dict[str, ColourModel | None] = {i: None for i in ctx.object_ids}
+        if image is not None:
+            lab = to_lab(image)
+            for i in ctx.object_ids:
+                m = ctx.reference_masks.get(i)
+                if m is not None and m.shape == lab.shape[:2]:
+                    models[i] = colour_model(lab, m)
+        return models
+
+    def _likely_object(self, ctx: SegmentContext):
+        """image → pixels whose colour is far more typical of one of the case's objects than of the
+        image as a whole (LIKELY_RATIO: a colour model against the image's own histogram)."""
+        known = [m for m in self._models(ctx).values() if m is not None]
+
+        def likely(image: np.ndarray) -> np.ndarray:
+            if not known:
+                return np.zeros(image.shape[:2], bool)
+            bins = bin_index(to_lab(image))
+            frame = np.bincount(bins.ravel(), minlength=N_BINS) / bins.size
+            best = np.max(np.stack([m.prob for m in known]), axis=0)
+            return ((best >= LIKELY_RATIO * frame) & (best >= GATE_DENSITY / N_BINS))[bins]
+        return likely
+
+    @staticmethod
+    def _split_px(ctx: SegmentContext, ids: list[str]):
+        """piece centroid (x, y) -> the area (pixels) above which a piece there holds two of these
+        objects: the largest one's and SPLIT_SHARE of the smallest one's, as large as each would look
+        there (on its motion plane; its area on the reference scaled by the inverse square of
+        depth). None where the case has no rigid models."""
+        cam, bodies = ctx.camera, ctx.bodies
+        ref = {}
+        for i in ids:
+            m, b = ctx.reference_masks.get(i), bodies.get(i) if bodies else None
+            if cam is None or b is None or m is None or not m.any():
+                return None
+            placed = cam.place(b, _centroid(m), 0.0)
+            if placed is None or cam.depth(placed[0]) <= 0:
+                return None
+            ref[i] = (float(m.sum()), cam.depth(placed[0]), b)
+
+        def at(c: np.ndarray) -> float | None:
+            now = []
+            for area, z0, b in ref.values():
+                placed = cam.place(b, c, ctx.time)
+                if placed is None or cam.depth(placed[0]) <= 0:
+                    return None
+                now.append(area * (z0 / cam.depth(placed[0])) ** 2)
+            return max(now) + SPLIT_SHARE * min(now)
+        return at
+
+    @staticmethod
+    def _reach(ctx: SegmentContext, oid: str) -> float:
+        """How far (pixels) a piece of object `oid` may lie from its other pieces: its radius on the
+        reference image (area-equivalent disc), at least 8 px."""
+        m = ctx.reference_masks.get(oid)
+        area = float(m.sum()) if m is not None else 0.0
+        return max(8.0, math.sqrt(area / math.pi))
+
+    def _edge_band(self, ctx: SegmentContext, view) -> np.ndarray:
+        """`edge_bands` of the background a frame is compared with, once per background."""
+        store = (view.reference.__dict__ if view.reference is not None else
+                 {} if view.own_background else ctx.cache)
+        key = f"edge_band_{view.blur:g}"
+        if key not in store:
+            store[key] = edge_bands(self._plate_lab(ctx, view)[..., 0])
+        return store[key]
+
+    def _plate_lab(self, ctx: SegmentContext, view=None) -> np.ndarray:
+        """The background a frame is compared with, in Lab: the clean plate (blurred as the answer
+        is, `View.blur`), or the answer's own background (`View.reference`), each computed once."""
+        if view is not None and view.reference is not None:
+            if view.reference.plate_lab is None:
+                view.reference.plate_lab = to_lab(view.reference.plate)
+            return view.reference.plate_lab
+        if view is not None and view.own_background:
+            return to_lab(view.plate)
+        blur = 0.0 if view is None else view.blur
+        key = f"plate_lab_{blur:g}"
+        if key not in ctx.cache:
+            from .conditioning import blurred_plate
+
+            ctx.cache[key] = to_lab(ctx.background if not blur else blurred_plate(ctx, blur))
+        return ctx.cache[key]
 
     def _shadow_gain(self, ctx: SegmentContext) -> float | None:
         if "shadow_gain" not in ctx.cache:
@@ -533,39 +777,51 @@ class ClassicalSegmenter:
     def segment(self, image: np.ndarray, context: SegmentContext) -> Segmentation:
         ctx = context
         image = np.asarray(image, dtype=np.uint8)
-        models = self._models(ctx)
         notes: list[str] = []
-        ignore = answer_overlay_mask(image, ctx.exclude_rgb) if ctx.exclude_rgb else None
-        if ignore is not None and not ignore.any():
-            ignore = None
+        if not ctx.on_white and ctx.background.shape != image.shape:
+            raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
+        # read the frame as a render of ours: the case's camera, the plate's photometry, drawn layers
+        # unobservable (segment/conditioning.py)
+        view = white_view(image, ctx) if ctx.on_white else scene_view(image, ctx, self._likely_object(ctx))
+        image, ignore, plate = view.image, view.unobservable, view.plate
+        notes.extend(view.notes)
+        models = self._models(ctx, view)
         eligible = None
         lab = to_lab(image)
         if ctx.on_white:
             fg, _ = white_foreground(image)
             changed = float(fg.mean())
         else:
-            if ctx.background.shape != image.shape:
-                raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
-            diff = plate_foreground(image, ctx.background, [m for m in models.values() if m is not None],
-                                    shadow_gain=self._shadow_gain(ctx), ignore=ignore, plate_lab=self._plate_lab(ctx),
-                                    lab=lab)
+            diff = plate_foreground(image, plate, [m for m in models.values() if m is not None],
+                                    shadow_gain=self._shadow_gain(ctx), ignore=ignore,
+                                    plate_lab=self._plate_lab(ctx, view), lab=lab,
+                                    edge_band=self._edge_band(ctx, view))
             fg, changed, shadow_like, faint = diff.foreground, diff.changed_fraction, diff.shadow_like, diff.faint
             eligible = diff.changed | diff.shadow
             if ignore is not None:
                 eligible |= ignore
         min_area = max(12, int(2e-4 * fg.size))
         known = [m for m in models.values() if m is not None]
+        colourless = False
         bins = bin_index(lab)
         if known and fg.any():
             # colour gate: drop changed pixels whose colour none of the objects shows (leftover
             # annotations, other clutter), then clean up again
             best = np.max(np.stack([m.prob[bins[fg]] for m in known]), axis=0)
             keep = best >= GATE_DENSITY / N_BINS
-            gated = np.zeros_like(fg)
-            gated[fg] = keep
-            if gated.sum() < fg.sum():
-                notes.append(f"{int(fg.sum() - gated.sum())} changed pixels match no object colour (ignored)")
-            fg = clean_mask(gated)
+            expected = sum(int(m.sum()) for m in ctx.reference_masks.values() if m is not None)
+            if keep.sum() < MIN_COLOURED * expected or _off_colour_body(fg, keep, ctx, None if ctx.on_white else _darkened(image, plate, fg)):
+                # the changed pixels with an object's colour cannot make up the objects (a fraction
+                # of their size at t = 0): the answer drew them in other colours; colour can then
+                # neither gate nor tell them apart, position does
+                colourless = True
+                notes.append("changed pixels unlike every object's colour: objects told apart by position")
+            else:
+                gated = np.zeros_like(fg)
+                gated[fg] = keep
+                if gated.sum() < fg.sum():
+                    notes.append(f"{int(fg.sum() - gated.sum())} changed pixels match no object colour (ignored)")
+                fg = clean_mask(gated, protect=ignore)
         ids = list(ctx.object_ids)
         masks = {i: np.zeros(fg.shape, bool) for i in ids}
         priors = {}
@@ -576,14 +832,9 @@ class ClassicalSegmenter:
                 priors[i] = _centroid(ctx.reference_masks[i])
         alike: list[list[str]] = []
         if len(ids) == 1:
-            comps = _components(fg, min_area)
-            if comps:
-                largest = max(int(c.sum()) for c in comps)
-                for c in comps:
-                    if c.sum() >= 0.1 * largest:
-                        masks[ids[0]] |= c
+            masks[ids[0]] = _one_body(_components(fg, min_area, ignore), self._reach(ctx, ids[0]), fg.shape)
         elif ids:
-            groups = _groups(ids, models)
+            groups = [list(ids)] if colourless else _groups(ids, models)
             alike = [g for g in groups if len(g) > 1]
             if alike and ctx.expected_at is not None and ctx.time is not None:
                 # which of two look-alike objects a blob is cannot be read from its colour; the
@@ -595,7 +846,7 @@ class ClassicalSegmenter:
                         if expected.get(i) is not None:
                             priors[i] = np.asarray(expected[i], float)
             if len(groups) == 1:
-                masks.update(_assign_by_position(fg, ids, priors, min_area))
+                masks.update(_assign_by_position(fg, ids, priors, min_area, ignore, self._split_px(ctx, ids)))
             else:
                 idx = bins[fg]
                 scores = np.stack([np.max(np.stack([models[i].logp[idx] for i in g]), axis=0) for g in groups])
@@ -608,14 +859,10 @@ class ClassicalSegmenter:
                 for gi, g in enumerate(groups):
                     gmask = fg & (lbl == gi)
                     if len(g) == 1:
-                        comps = _components(gmask, min_area)
-                        if comps:
-                            largest = max(int(c.sum()) for c in comps)
-                            for c in comps:
-                                if c.sum() >= 0.1 * largest:
-                                    masks[g[0]] |= c
+                        masks[g[0]] = _one_body(_components(gmask, min_area, ignore), self._reach(ctx, g[0]),
+                                                fg.shape)
                     else:
-                        masks.update(_assign_by_position(gmask, g, priors, min_area))
+                        masks.update(_assign_by_position(gmask, g, priors, min_area, ignore, self._split_px(ctx, g)))
         if eligible is not None:
             # convex silhouettes: recover hull pixels that look like the plate or its shadow
             taken = np.zeros(fg.shape, bool)
@@ -639,7 +886,7 @@ class ClassicalSegmenter:
             if eligible is not None:
                 limbs = ctx.limbs if ctx.limbs_at is None or ctx.time is None else ctx.limbs_at(ctx.time, ctx.gt_frame)
                 masks, centres, prior_notes = apply_shape_prior(
-                    masks, ctx.bodies, ctx.camera, image, ctx.background, allowed=eligible,
+                    masks, ctx.bodies, ctx.camera, image, plate, allowed=eligible,
                     ambiguous=shadow_like, unobservable=ignore, time=ctx.time, alike=alike,
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
                     and ctx.scene_depth.shape == image.shape[:2] else None, limbs=limbs,
@@ -649,7 +896,7 @@ class ClassicalSegmenter:
                 everything = np.ones(image.shape[:2], bool)
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, np.full_like(image, 255), allowed=everything,
-                    ambiguous=~everything, unobservable=None, time=ctx.time, alike=alike,
+                    ambiguous=~everything, unobservable=ignore, time=ctx.time, alike=alike,
                     min_iou=MIN_FIT_IOU_WHITE, keep_rims=True, limbs=ctx.limbs)
             notes.extend(prior_notes)
         contrast = self._contrast(ctx, models)
@@ -663,9 +910,22 @@ class ClassicalSegmenter:
         if ids and all(not m.any() for m in masks.values()):
             notes.append("no object found")
         return Segmentation(masks=masks, foreground=fg, low_confidence=low, confidence=confidence, notes=notes,
-                            centres=centres, alike=alike,
-                            unobservable=ignore if ignore is not None else
-                            (np.zeros(image.shape[:2], bool) if ctx.exclude_rgb else None))
+                            centres=centres, alike=alike, unobservable=ignore)
+
+
+def alike_groups(case) -> list[list[str]]:
+    """The groups of the case's objects that look alike (one colour model for all, as the
+    segmenter tells them on the condition frame): identity within a group is unknown in an answer,
+    so metrics match its members by the best assignment."""
+    def make():
+        frame, masks = case.image("condition_frame"), case.reference_object_masks("condition_frame")
+        if frame is None or not masks:
+            return []
+        lab = to_lab(frame)
+        models = {i: colour_model(lab, m) for i, m in masks.items() if m.shape == lab.shape[:2]}
+        ids = [o.id for o in case.objects]
+        return [g for g in _groups(ids, models) if len(g) > 1]
+    return case.memo("alike_groups", make)
 
 
 def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]] | None = None) -> SegmentContext:
@@ -677,12 +937,13 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
     change while a response is segmented)."""
     ids = [o.id for o in case.objects]
     scene = case.memo("scene_models", lambda: scene_models(case))
+    layer = case.memo("input_layer", lambda: _input_layer(case))
     if subtrack == "perception_graphic":
         ref, masks, cache = case.memo("white_inputs", lambda: _white_inputs(case))
         limbs = case.memo("white_limbs", lambda: _white_limbs(case, scene, ref, masks))
         return SegmentContext(ids, ref, masks, background=None, priors=priors, bodies=scene.bodies,
                               camera=scene.camera, time=0.0, limbs=limbs, cache=cache,
-                              expected_at=case.image_centres)
+                              expected_at=case.image_centres, input_layer=layer)
     if scene.plate is None:
         raise ValueError(f"{case.case_id}: no clean plate; in-scene segmentation needs one "
                          "(or a learned segmenter)")
@@ -692,8 +953,22 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
                           exclude_rgb=exclude, bodies=scene.bodies, camera=scene.camera,
                           scene_depth=scene.depth, limbs=scene.limbs, shadows=shadows, cache=scene.cache,
                           limbs_at=lambda t, frame: limbs_at(case, t, frame),
-                          expected_at=case.image_centres,
+                          expected_at=case.image_centres, input_layer=layer,
                           time=case.target_time if subtrack == "formulation_graphic" else None)
+
+
+def _input_layer(case) -> InputLayer | None:
+    """The case's input annotation layer: the annotated first frame against the clean one."""
+    annotated = case.image("annotated_first_frame") if case.has("annotated_first_frame") else None
+    clean = case.image("condition_frame")
+    if annotated is None or clean is None or annotated.shape != clean.shape:
+        return None
+    objects = np.zeros(clean.shape[:2], bool)
+    for m in case.reference_object_masks("condition_frame").values():
+        if m.shape == objects.shape:
+            objects |= m
+    layer = InputLayer(annotated, clean, objects)
+    return layer if layer.elements else None
 
 
 @dataclass

@@ -55,6 +55,8 @@ CIRCLE_POINTS = 64
 MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the prior is not applied
 MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette may claim every pixel
 MIN_BLOB_PX = 20
+SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob fills all round
+MAX_BLOB_RATIO = 6.0     # a blob larger than this many silhouettes is not fitted
 ATTITUDE_DEDUP_DEG = 0.5
 LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
 RELINEARISE_PX = 1.0    # ... when the last one moved a body farther than this (pixels)
@@ -762,6 +764,16 @@ def _split_starts(a: np.ndarray, b: np.ndarray, union: np.ndarray, radii: tuple[
     return starts
 
 
+def _silhouette_area(camera: Camera, body: BodyPrior, uv, time: float | None) -> float | None:
+    """Image area (pixels) of the body's silhouette placed at image position uv."""
+    pose = camera.place(body, uv, time)
+    poly = None if pose is None else camera.silhouette(body, *pose, coarse=True)
+    if poly is None:
+        return None
+    x, y = poly[:, 0], poly[:, 1]
+    return 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
+
+
 def _merge_overlapping(boxes: list[list[int]]) -> list[list[int]]:
     """Boxes [y0, y1, x0, x1] with every overlapping pair replaced by their bounding box, until none
     overlap (a merged box may reach a third)."""
@@ -814,19 +826,25 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     # every step below costs by area); a margin of half a blob's extent: a silhouette may reach past
     # a blob that lost its unlit half
     boxes = []
+    notes: list[str] = []
     for oid, m in masks.items():
         if oid not in bodies or not m.any():
+            continue
+        expected = _silhouette_area(camera, bodies[oid], blob_centroid(m), time)
+        if expected is not None and m.sum() > MAX_BLOB_RATIO * max(expected, MIN_BLOB_PX):
+            # a blob many times the body's size is no view of the body (a changed background, a
+            # frame of noise): nothing to fit, and a fit over it would cost by its area
+            notes.append(f"{oid}: blob {int(m.sum())} px against a {expected:.0f}-px silhouette; shape prior not applied")
             continue
         ys, xs = np.nonzero(m)
         pad = max(ROI_MIN_PAD, int(0.5 * max(ys.max() - ys.min(), xs.max() - xs.min())) + 4)
         boxes.append([max(int(ys.min()) - pad, 0), min(int(ys.max()) + pad + 1, shape[0]),
                       max(int(xs.min()) - pad, 0), min(int(xs.max()) + pad + 1, shape[1])])
     if not boxes:
-        return masks, {}, []
+        return masks, {}, notes
     boxes = _merge_overlapping(boxes)
     out = {k: m.copy() for k, m in masks.items()}
     centres: dict[str, tuple[float, float]] = {}
-    notes: list[str] = []
     for y0, y1, x0, x1 in boxes:
         roi = (slice(y0, y1), slice(x0, x1))
         sub, sub_centres, sub_notes = _apply_in_roi(
@@ -1003,13 +1021,8 @@ class _RoiFit:
 
     def image_radius(self, oid: str, blob: np.ndarray) -> float:
         """Radius of the disc with the body's silhouette area, placed at its blob's centroid."""
-        pose = self.camera.place(self.bodies[oid], blob_centroid(blob), self.time)
-        poly = None if pose is None else self.camera.silhouette(self.bodies[oid], *pose, coarse=True)
-        if poly is None:
-            return float(np.sqrt(blob.sum() / np.pi))
-        x, y = poly[:, 0], poly[:, 1]
-        area = 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
-        return float(np.sqrt(area / np.pi))
+        area = _silhouette_area(self.camera, self.bodies[oid], blob_centroid(blob), self.time)
+        return float(np.sqrt((blob.sum() if area is None else area) / np.pi))
 
     def poses_of(self, ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None,
                  others: bool = True) -> dict[str, tuple]:
@@ -1118,7 +1131,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         # may be a pixel off where a support meets it)
         visible = ~hidden[oid] | (masks[oid] & strong[oid])
         if keep_rims:
-            out[oid] = (templates[oid] & allowed & ~others & visible) | (masks[oid] & near[oid])
+            ring = near[oid] & ~templates[oid]
+            # the blob's pixels just outside the outline stay (a limb shaded unlike the interior
+            # biases the fit by part of a pixel on one side) — unless the blob fills that ring all
+            # round: then it is wider than the body (a blurred answer), not the fit off to a side
+            rim = masks[oid] & ring if (masks[oid] & ring).sum() <= SURROUNDED * ring.sum() else False
+            out[oid] = (templates[oid] & allowed & ~others & visible) | rim
         else:
             claim = allowed
             if faint is not None:   # more than a pixel inside the outline, where nothing hides the body

@@ -1,0 +1,368 @@
+"""An answer frame read as a render of ours would be: in the case's camera, in the clean plate's
+photometry, with what the frame does not show marked unobservable.
+
+Every model's frames differ from our render in ways that are not physics: another exposure, tint or
+tone curve, a shaking or reframed camera, the input's labels left on, the F-G answer's own arrows.
+Rather than a rule per difference, the frame is brought into the case's frame of reference once and
+the segmentation then reads it as it reads our render:
+
+1. the camera (`registration`): the plate's textured pixels are tracked into the frame; a frame that
+   moved is resampled into the case's camera, and the pixels it does not show become unobservable —
+   masks are then compared with the GT in the case's camera (a reframed answer with the right
+   physics is not charged for the framing);
+2. the photometry (`photometry`): one tone curve per channel, fitted on the background, inverted;
+3. drawn layers (`overlay`): the F-G answer's orange strokes, and the elements of the input's
+   annotation layer the frame still shows, are unobservable.
+
+Each step leaves a frame alone when it finds nothing to correct, so a render of ours is read as it
+is. Objects on white (P-G) have no plate: their white is brought back to white.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from .overlay import InputLayer, answer_overlay_mask
+from .photometry import ToneCurve, apply_inverse, fit_tone_curve
+from .registration import Landmarks, Registration, aspect_start, grey, landmarks, opencv_affine, register
+
+WHITE_SHIFT_LEVELS = 2.0
+BLUR_STEPS = (0.6, 1.0, 1.5, 2.2)   # Gaussian σ (pixels) an answer's softness is matched with
+BLUR_EXPLAINS = 0.8
+BACKGROUND_LEVELS = 24       # RGB levels (largest channel) a background pixel may differ by and still be the case's
+BACKGROUND_CHANGED = 0.2     # share of frame 0's background beyond that: the answer shows another background
+
+
+@dataclass
+class View:
+    image: np.ndarray                      # the frame in the case's camera and the plate's photometry
+    unobservable: np.ndarray | None        # pixels the frame does not show (None: it shows every pixel)
+    registration: Registration | None = None
+    curve: ToneCurve | None = None
+    notes: list[str] = field(default_factory=list)
+    plate: np.ndarray | None = None        # the background to compare with (the plate, blurred like the answer)
+    blur: float = 0.0
+    reference: "AnswerReference | None" = None   # `plate` is this answer's own background
+    own_background: bool = False           # `plate` was estimated from this frame alone
+
+    @property
+    def registered(self) -> bool:
+        return self.registration is not None and not self.registration.aligned
+
+
+def _cached(ctx, key, compute):
+    if key not in ctx.cache:
+        ctx.cache[key] = compute()
+    return ctx.cache[key]
+
+
+def _to_case_camera(image: np.ndarray, ctx, marks: Landmarks | None, notes: list[str],
+                    start: Registration | None = None) -> tuple[np.ndarray, np.ndarray | None, Registration | None]:
+    """The frame resampled into the case's camera where it moved (`registration`); the pixels it
+    does not show come back as the plate's and are returned as hidden. `start`: the camera of the
+    answer's frame 0 (`AnswerReference.registration`): where the fit starts, and the camera taken
+    where the plate has nothing to register against."""
+    size = (image.shape[1], image.shape[0])
+    if marks is None:
+        reg = start
+    else:
+        starts = [None if start is None else start.affine, None]
+        starts += [a for a in (aspect_start(ctx.answer_size, size),) if a is not None]
+        reg = register(image, marks, starts)
+        if reg is None:
+            reg = start
+    if reg is None or reg.aligned:
+        return image, None, reg
+    out, seen = _warped(image, reg, ctx.background)
+    notes.append(f"camera registered to the case's (moved up to {reg.moved_px:.1f} px)")
+    return out, ~seen, reg
+
+
+def _warped(image: np.ndarray, reg: Registration, plate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The frame in the case's camera, and the case pixels it shows (the others take the plate's)."""
+    h, w = image.shape[:2]
+    A = opencv_affine(reg.affine)
+    # each case pixel x takes the answer's pixel at A·x
+    out = cv2.warpAffine(image, A, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                         borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    seen = cv2.warpAffine(np.ones((h, w), np.float32), A, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=0.0) >= 0.999
+    out[~seen] = plate[~seen]
+    return out, seen
+
+
+def _drawn_layers(image: np.ndarray, ctx, background: np.ndarray, notes: list[str]) -> np.ndarray | None:
+    """Pixels under what the answer draws over the scene: the F-G answer's strokes and the elements
+    of the input's annotation layer it still shows."""
+    hidden = None
+    if ctx.exclude_rgb:
+        hidden = answer_overlay_mask(image, ctx.exclude_rgb, background=background)
+    layer = ctx.input_layer
+    if layer is not None:
+        shown = layer.visible(image, background)
+        if shown.any():
+            hidden = _union(hidden, shown)
+            notes.append(f"{int(shown.sum())} px of the input's annotation layer left on (unobservable)")
+    return hidden
+
+
+@dataclass
+class AnswerReference:
+    """What the answer's own condition frame (frame 0 of a Deduction video, which shows the input
+    scene) says about how this model renders it: the tone curve from its levels to the case's,
+    fitted on the whole frame — objects and shadows span a far wider range of levels than the
+    background alone —, and the background its later frames are compared with: the answer's own
+    where frame 0 shows the background (it carries the answer's codec, blur and texture), and where
+    frame 0 shows the objects, their shadows or drawn labels, the clean plate if the answer's
+    background is the case's, else what the answer's later frames show there (their median)."""
+    curve: ToneCurve | None
+    plate: np.ndarray
+    background_changed: bool
+    image: np.ndarray          # frame 0 in the case's camera and photometry
+    notes: list[str]
+    plate_lab: np.ndarray | None = None     # `plate` in Lab, once per answer
+    registration: Registration | None = None  # the camera of frame 0
+
+
+def t0_region(ctx) -> np.ndarray:
+    """Where the condition frame shows the objects and their shadows (grown by 4 px): what the
+    plate shows there is not what an answer's frame 0 shows."""
+    def make():
+        plate, cond = ctx.background, ctx.reference_image
+        region = np.abs(cond.astype(np.int16) - plate.astype(np.int16)).max(axis=2) > 10
+        for m in ctx.reference_masks.values():
+            if m is not None and m.shape == region.shape:
+                region |= m
+        region = cv2.dilate(region.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
+        if ctx.input_layer is not None:
+            region |= cv2.dilate(ctx.input_layer.drawn.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        return region
+    return _cached(ctx, "t0_region", make)
+
+
+def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
+    """The answer's `AnswerReference`, built once per answer from `ctx.answer_condition`; None where
+    there is none (an image answer) or it is not a frame of the case's scene."""
+    if "reference" in ctx.answer_cache:
+        return ctx.answer_cache["reference"]
+    ref = None
+    f0 = ctx.answer_condition
+    cond, plate = ctx.reference_image, ctx.background
+    if f0 is not None and cond is not None and f0.shape == plate.shape == cond.shape:
+        notes: list[str] = []
+        # frame 0 shows the input scene, objects included: registered against the condition
+        # frame, whose objects pin the camera down where the plate alone is bare
+        cond_marks = _cached(ctx, "condition_landmarks", lambda: landmarks(cond))
+        out, hidden, reg0 = _to_case_camera(f0, ctx, cond_marks if cond_marks is not None else marks, notes)
+        ctx.answer_cache["frame0_registration"] = reg0
+        hidden = _union(hidden, _drawn_layers(out, ctx, cond, []))
+        curve = fit_tone_curve(out, cond, None if hidden is None else ~hidden)
+        if curve is not None and not curve.identity:
+            out = apply_inverse(out, curve, cond)
+            notes.append("the answer's tone curve, fitted on its frame 0, mapped back to the case's")
+        elif curve is not None:
+            curve = None
+        fill = t0_region(ctx) if hidden is None else t0_region(ctx) | hidden
+        d = np.abs(out.astype(np.int16) - plate.astype(np.int16)).max(axis=2)
+        changed = bool(np.mean(d[~fill] > BACKGROUND_LEVELS) > BACKGROUND_CHANGED)
+        own = out.copy()
+        if not changed:
+            # frame 0 stands for the background only where it shows the case's: an object the
+            # answer put elsewhere at t = 0 (a wrong start, a reversed video) must not become
+            # background
+            fill = fill | (d > BACKGROUND_LEVELS)
+            own[fill] = plate[fill]
+        else:
+            own = _seen_later(ctx, marks, curve, fill, out)
+            notes.append("the answer's background is not the case's: its own is used")
+        ref = AnswerReference(curve, own, changed, out, notes, registration=reg0)
+    ctx.answer_cache["reference"] = ref
+    return ref
+
+
+def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.ndarray, frame0: np.ndarray
+                ) -> np.ndarray:
+    """The answer's own background when it is not the case's: per pixel the median over its frames
+    (frame 0 included, each in the case's camera and photometry), which leaves out what moves;
+    where frame 0 showed the objects, their shadows or drawn labels (`fill`), the median over the
+    frames that no longer show frame 0 there (the objects left), and where every frame still shows
+    frame 0 there, the bodies inpainted from around (a body that never moves)."""
+    stack, valid = [frame0], [np.zeros(frame0.shape[:2], bool)]
+    start = ctx.answer_cache.get("frame0_registration")
+    for f in ctx.answer_frames:
+        v, hid, _ = _to_case_camera(f, ctx, marks, [], start)
+        if curve is not None:
+            v = apply_inverse(v, curve)
+        stack.append(v)
+        left = np.abs(v.astype(np.int16) - frame0.astype(np.int16)).max(axis=2) > BACKGROUND_LEVELS
+        valid.append(left if hid is None else left & ~hid)
+    S = np.stack(stack)
+    out = np.median(S, axis=0).astype(np.uint8)
+    # what no frame shows: the objects at t = 0 inpainted from around; a shadow or a label there
+    # keeps the median (a shadow is darker ground, not a body)
+    bodies = np.zeros(fill.shape, bool)
+    for m in ctx.reference_masks.values():
+        if m is not None and m.shape == bodies.shape:
+            bodies |= m
+    bodies = (cv2.dilate(bodies.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0) & fill
+    inpainted = cv2.inpaint(out, bodies.astype(np.uint8), 3, cv2.INPAINT_TELEA)
+    out[bodies] = inpainted[bodies]
+    if len(stack) < 3:
+        return out
+    F = S.astype(np.float32)
+    V = np.stack(valid)
+    F[~V] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # pixels no frame shows: all-NaN, left out below
+        med = np.nanmedian(F, axis=0)
+    use = fill & (V.sum(axis=0) >= max(2, (len(stack) - 1) // 3))
+    out[use] = np.clip(med[use], 0, 255).astype(np.uint8)
+    return out
+
+
+def scene_view(image: np.ndarray, ctx, likely_object=None) -> View:
+    """`image` (an in-scene answer frame at the case's resolution) brought into the case's camera and
+    the plate's photometry (see the module docstring)."""
+    notes: list[str] = []
+    marks: Landmarks | None = _cached(ctx, "landmarks", lambda: landmarks(ctx.background))
+    ref = answer_reference(ctx, marks) if ctx.answer_condition is not None else None
+    background = ctx.background if ref is None else ref.plate
+    out, hidden, reg = _to_case_camera(image, ctx, marks, notes, None if ref is None else ref.registration)
+    # drawn layers before the tone curve: a label left on is many pixels the plate does not explain,
+    # and the answer's strokes are in the colour the model drew them
+    hidden = _union(hidden, _drawn_layers(out, ctx, background, notes))
+    curve = None
+    if ref is not None and ref.curve is not None:
+        out = apply_inverse(out, ref.curve, ctx.background)
+        curve = ref.curve
+        notes.append("tone curve of the answer's frame 0 mapped back to the case's")
+    # what is left (another exposure in this frame: flicker; no frame 0 to learn from)
+    rest = fit_tone_curve(out, background, None if hidden is None else ~hidden)
+    if rest is not None and not rest.identity:
+        out = apply_inverse(out, rest, background)
+        curve = curve or rest
+        notes.append("tone curve of the answer mapped back to the plate's")
+        if ctx.exclude_rgb:
+            hidden = _union(hidden, answer_overlay_mask(out, ctx.exclude_rgb, background=background))
+    if ctx.input_layer is not None and _explains(out, background, hidden):
+        # (only against a background that is the answer's: faint differences from another
+        # background follow any pattern)
+        faint = ctx.input_layer.faint(out, background, hidden)
+        if faint.any():
+            hidden = _union(hidden, faint)
+            notes.append(f"{int(faint.sum())} px of the input's annotation layer fading (unobservable)")
+    sigma = 0.0
+    own = False
+    if ref is None:
+        sigma = matched_blur(out, ctx, marks)
+        if sigma:
+            background = blurred_plate(ctx, sigma)
+            notes.append(f"answer softer than the plate: compared with the plate blurred by σ {sigma:g} px")
+        if not _explains(out, background, _union(hidden, expected_region(ctx, out.shape[:2]))):
+            background, own = single_frame_background(out, ctx, hidden, likely_object), True
+            notes.append("the answer's background is not the case's: estimated from the answer itself")
+    if hidden is not None and not hidden.any():
+        hidden = None
+    return View(out, hidden, reg, curve, notes, plate=background, blur=sigma, reference=ref, own_background=own)
+
+
+def _explains(image: np.ndarray, background: np.ndarray, hidden: np.ndarray | None) -> bool:
+    """Whether `background` is the frame's own: all but BACKGROUND_CHANGED of the pixels that are
+    not hidden (nor where the objects are expected) within BACKGROUND_LEVELS of it."""
+    sub = (slice(None, None, 3), slice(None, None, 3))      # a share: every third pixel each way will do
+    differs = np.abs(image[sub].astype(np.int16) - background[sub].astype(np.int16)).max(axis=2) > BACKGROUND_LEVELS
+    judged = differs if hidden is None else differs[~hidden[sub]]
+    if judged.size < 500:          # the objects fill the frame: nothing to judge the background by
+        return True
+    return float(np.mean(judged)) <= BACKGROUND_CHANGED
+
+
+def expected_region(ctx, shape: tuple[int, int]) -> np.ndarray:
+    """Where the case expects its objects in this frame: a disc of twice each object's radius on
+    the condition frame around where it is expected at the frame's time."""
+    region = np.zeros(shape, np.uint8)
+    if ctx.expected_at is not None and ctx.time is not None:
+        for oid, (u, v) in ctx.expected_at(ctx.time).items():
+            m = ctx.reference_masks.get(oid)
+            r = 2.0 * np.sqrt(float(m.sum()) / np.pi) if m is not None and m.any() else 0.05 * shape[0]
+            cv2.circle(region, (int(round(u)), int(round(v))), int(round(r)), 1, -1)
+    return region > 0
+
+
+def single_frame_background(image: np.ndarray, ctx, hidden: np.ndarray | None, likely_object=None) -> np.ndarray:
+    """The background of an answer frame whose background is not the case's, estimated from the frame
+    alone: where the objects may be — around where the case expects each at this time (twice its
+    radius on the condition frame) and wherever the frame shows an object's colours
+    (`likely_object`) — and under drawn layers, the frame inpainted from around. An object drawn
+    elsewhere in a colour not its own is taken for background."""
+    region = expected_region(ctx, image.shape[:2]).astype(np.uint8)
+    if likely_object is not None:
+        region |= likely_object(image).astype(np.uint8)
+    if hidden is not None:
+        region |= hidden.astype(np.uint8)
+    region = cv2.dilate(region, np.ones((7, 7), np.uint8))
+    if not region.any():
+        return image
+    return cv2.inpaint(image, region, 5, cv2.INPAINT_TELEA)
+
+
+def blurred_plate(ctx, sigma: float) -> np.ndarray:
+    return _cached(ctx, f"plate_blur_{sigma:g}", lambda: cv2.GaussianBlur(ctx.background, (0, 0), sigma,
+                                                                        borderType=cv2.BORDER_REPLICATE))
+
+
+def matched_blur(image: np.ndarray, ctx, marks: Landmarks | None) -> float:
+    """How much softer the answer's edges are than the plate's (codecs and resampling blur, models
+    render soft): the Gaussian σ of BLUR_STEPS whose blurred plate best matches the answer at the
+    plate's landmarks (its sharpest pixels), 0 unless it explains them clearly better than the
+    plate itself."""
+    if marks is None:
+        return 0.0
+    xy = marks.xy[1]
+    ix, iy = (xy[:, 0] - 0.5).astype(int), (xy[:, 1] - 0.5).astype(int)
+    g = grey(image)[iy, ix].astype(np.float64)
+    best, best_r = 0.0, None
+    for sigma in (0.0,) + BLUR_STEPS:
+        p = _cached(ctx, f"landmark_grey_{sigma:g}", lambda: grey(
+            ctx.background if sigma == 0 else blurred_plate(ctx, sigma))[iy, ix].astype(np.float64))
+        r = float(np.median(np.abs(g - p - np.median(g - p))))
+        if best_r is None:
+            r0 = best_r = r
+        elif r < best_r:
+            best, best_r = sigma, r
+    return best if best and best_r < BLUR_EXPLAINS * r0 - 0.3 else 0.0
+
+
+def _union(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    if a is None:
+        return b
+    return a if b is None else a | b
+
+
+def white_level(image: np.ndarray) -> np.ndarray | None:
+    """Per channel, the level of an objects-on-white answer's background (its median: the objects
+    cover a small share); None when the frame is not mostly light."""
+    level = np.median(image[::2, ::2].reshape(-1, 3), axis=0).astype(np.float32)
+    return level if level.min() >= 150 else None
+
+
+def white_view(image: np.ndarray, ctx) -> View:
+    """Objects on white: the background's level per channel brought back to white (an answer whose
+    white is tinted or greyed), and the input's layer left on marked unobservable."""
+    notes: list[str] = []
+    out = image
+    level = white_level(image)
+    if level is not None and np.max(np.abs(level - 255.0)) > WHITE_SHIFT_LEVELS:
+        out = np.clip(image.astype(np.float32) * (255.0 / level), 0, 255).astype(np.uint8)
+        notes.append("white balance of the answer brought back to white")
+    hidden = None
+    layer = ctx.input_layer
+    if layer is not None:
+        shown = layer.visible(out, np.full_like(out, 255))
+        if shown.any():
+            hidden = shown
+            notes.append(f"{int(shown.sum())} px of the input's annotation layer left on (unobservable)")
+    return View(out, hidden, None, None, notes)

@@ -1,0 +1,286 @@
+"""Where an answer frame's camera differs from the case's: a robust affine registration of the frame
+to the clean plate.
+
+Generated videos shake, zoom and reframe; a frame a few pixels off puts every mask a few pixels off
+although the physics is right. The scene's static background is what tells the camera: the plate's
+textured pixels (a floor's checker, a ramp's edge, the horizon) are tracked into the frame by a
+coarse-to-fine Gauss–Newton (Lucas–Kanade) fit of an affine warp together with a gain and offset of
+the grey level (exposure and tone changes must not read as motion). Moving objects, drawn labels and
+anything else the plate does not show are outliers: Geman–McClure weights on the residuals, from a
+scale measured on the residuals themselves. The fit runs on a few thousand plate pixels picked once
+per case (`Landmarks`), so a frame costs about a millisecond when it is already aligned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+GRID_PX = 10             # one landmark per cell of this size (the strongest gradient in it)
+MIN_GRADIENT = 6.0       # grey levels per pixel below which a plate pixel tells no motion
+LEVELS = (8, 4, 2, 1)    # pyramid scales of the coarse-to-fine fit
+ITERATIONS = 12
+ALIGNED_PX = 0.25        # a warp that moves no frame corner farther is no camera change
+MIN_INLIERS = 0.5        # share of landmarks the warp must explain, else the camera is left alone
+INLIER_LEVELS = 12.0     # grey-level residual of a landmark the warp explains
+EXPLAINS = 0.75          # a warp must bring the landmarks' median residual below this share of no warp's
+MIN_LANDMARKS = 40
+SETTLED_LEVELS = 4.0     # median landmark residual (grey levels) of a frame its start explains
+SETTLED_PX = 0.3         # ... where one more step would move no corner farther (the fit's own noise)
+MIN_IMPROVED = 0.5       # share of landmarks a warp must fit clearly better than no warp
+SCALE_RANGE = (0.8, 1.8)
+MAX_SHIFT = 0.12         # largest displacement (share of the frame width) searched for
+
+
+@dataclass
+class Landmarks:
+    """Plate pixels that pin down the camera, with the plate's grey level and gradient there, at each
+    pyramid level."""
+    xy: dict[int, np.ndarray]          # level → (N, 2) pixel centres in that level's pixels
+    value: dict[int, np.ndarray]
+    grad: dict[int, np.ndarray]        # (N, 2)
+    size: tuple[int, int]              # (width, height) of the full-resolution frame
+    plate_levels: tuple[float, float] = (0.0, 255.0)   # 10th and 90th percentile of the plate's grey
+    plate_median: float = 128.0
+
+
+def grey(rgb: np.ndarray) -> np.ndarray:
+    return cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.uint8), cv2.COLOR_RGB2GRAY).astype(np.float32)
+
+
+def _pyramid(g: np.ndarray, s: int) -> np.ndarray:
+    if s == 1:
+        return g
+    h, w = g.shape
+    return cv2.resize(g, (w // s, h // s), interpolation=cv2.INTER_AREA)
+
+
+def landmarks(plate: np.ndarray, exclude: np.ndarray | None = None) -> Landmarks | None:
+    """The strongest-gradient plate pixel per GRID_PX cell (per level), outside `exclude`; None when
+    the plate has too little texture to register against."""
+    g0 = grey(plate)
+    h, w = g0.shape
+    xy, val, grad = {}, {}, {}
+    for s in LEVELS:
+        g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
+        gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3) / 8.0
+        gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3) / 8.0
+        mag = np.hypot(gx, gy)
+        if exclude is not None:
+            ex = cv2.resize(exclude.astype(np.uint8), (g.shape[1], g.shape[0]), interpolation=cv2.INTER_NEAREST)
+            mag[ex > 0] = 0
+        mag[:2], mag[-2:], mag[:, :2], mag[:, -2:] = 0, 0, 0, 0
+        cell = max(2, GRID_PX // s) if s > 1 else GRID_PX
+        hh, ww = (g.shape[0] // cell) * cell, (g.shape[1] // cell) * cell
+        blocks = mag[:hh, :ww].reshape(hh // cell, cell, ww // cell, cell).transpose(0, 2, 1, 3).reshape(
+            hh // cell, ww // cell, cell * cell)
+        best = blocks.argmax(axis=2)
+        strength = np.take_along_axis(blocks, best[..., None], axis=2)[..., 0]
+        by, bx = np.nonzero(strength >= MIN_GRADIENT)
+        k = best[by, bx]
+        ys, xs = by * cell + k // cell, bx * cell + k % cell
+        if ys.size < MIN_LANDMARKS:
+            return None
+        xy[s] = np.stack([xs + 0.5, ys + 0.5], axis=1).astype(np.float32)
+        val[s] = g[ys, xs]
+        grad[s] = np.stack([gx[ys, xs], gy[ys, xs]], axis=1)
+    lo, hi = np.percentile(g0[::4, ::4], (10, 90))
+    return Landmarks(xy, val, grad, (w, h), (float(lo), float(hi)), float(np.median(g0[::4, ::4])))
+
+
+@dataclass
+class Registration:
+    affine: np.ndarray        # 2×3: case pixel → answer pixel (full resolution, pixel centres at +0.5)
+    gain: float               # grey gain and offset of the frame against the plate (`exposure`)
+    offset: float
+    inliers: float            # share of landmarks the warp explains
+    moved_px: float           # largest displacement of a frame corner
+    residual: float = 0.0     # median grey-level residual at the landmarks
+
+    @property
+    def aligned(self) -> bool:
+        return self.moved_px < ALIGNED_PX
+
+
+def opencv_affine(affine: np.ndarray) -> np.ndarray:
+    """`affine` (pixel centres at +0.5, the case's convention) in OpenCV's convention (centres at
+    integers), for warpAffine."""
+    A = np.asarray(affine, np.float64).reshape(2, 3)
+    t = A[:, :2] @ np.array([0.5, 0.5]) + A[:, 2] - 0.5
+    return np.hstack([A[:, :2], t[:, None]])
+
+
+def _sample(g: np.ndarray, xy: np.ndarray) -> np.ndarray:
+    m = (xy - 0.5).astype(np.float32).reshape(1, -1, 2)
+    return cv2.remap(g, m[..., 0], m[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE).ravel()
+
+
+def register(frame: np.ndarray, marks: Landmarks, starts: list[np.ndarray] | None = None) -> Registration | None:
+    """The best of `_register` from each start (identity when none): the accepted warp with the
+    smallest residual at the landmarks. A frame the first start already explains (one Gauss–Newton
+    step moves nothing, the residual is at the noise) returns at once: most frames are aligned."""
+    starts = starts or [None]
+    quick = _settled(grey(frame), marks, starts[0])
+    if quick is not None:
+        return quick
+    best, best_r = None, np.inf
+    for start in starts:
+        reg = _register(frame, marks, start)
+        if reg is not None and reg.residual < best_r:
+            best, best_r = reg, reg.residual
+    return best
+
+
+def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = None) -> Registration | None:
+    """The affine (plus grey gain and offset) that maps the plate onto `frame`; None where the
+    landmarks do not agree on one (a changed background, a frame of noise) or the warp does not
+    explain the frame clearly better than no warp.
+
+    Coordinates are centred and scaled to the frame, and the Gauss–Newton steps carry a weak pull
+    towards the identity, so a direction the plate's texture does not constrain (a bare floor below
+    a horizon tells the vertical, never the horizontal) stays where it was instead of drifting."""
+    g0 = grey(frame)
+    w, h = marks.size
+    c = np.array([w / 2.0, h / 2.0])
+    half = w / 2.0
+    # warp in normalised coordinates: q = M·p + t with p = (x − c) / half
+    M = np.eye(2)
+    t = np.zeros(2)
+    if start is not None:
+        A0 = np.asarray(start, float)
+        M = A0[:, :2].copy()
+        t = (A0[:, :2] @ c + A0[:, 2] - c) / half
+    a0, b0 = exposure(g0, marks)
+    a, b = a0, b0
+    for s in LEVELS:
+        g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
+        xy = marks.xy[s].astype(np.float64) * s          # full-resolution pixel centres
+        P, G = marks.value[s].astype(np.float64), marks.grad[s].astype(np.float64) / s
+        pn = (xy - c) / half
+        x, y = pn[:, 0], pn[:, 1]
+        for _ in range(ITERATIONS):
+            q = (pn @ M.T + t) * half + c
+            F = _sample(g, q / s).astype(np.float64)
+            r = F - (a * P + b)
+            scale = 1.4826 * np.median(np.abs(r - np.median(r))) + 1.0
+            k = 2.0 * scale
+            wts = (k * k / (k * k + r * r)) ** 2            # Geman–McClure
+            # a landmark the answer does not show (outside its view) says nothing
+            wts *= (q[:, 0] >= 0) & (q[:, 0] <= w) & (q[:, 1] >= 0) & (q[:, 1] <= h)
+            # d r / d params through the frame gradient (≈ a · plate gradient, per full-res pixel)
+            gx, gy = a * G[:, 0] * half, a * G[:, 1] * half
+            J = np.stack([gx * x, gx * y, gx, gy * x, gy * y, gy, -P, -np.ones_like(P)], axis=1)
+            H = (J * wts[:, None]).T @ J
+            reg = np.full(8, 1e-3 * np.trace(H[:6, :6]) / 6 + 1e-9)
+            reg[6:] = 1e-6 * np.trace(H[6:, 6:]) + 1e-9
+            step = -np.linalg.solve(H + np.diag(reg), (J * wts[:, None]).T @ r)
+            M = M + step[[0, 1, 3, 4]].reshape(2, 2)
+            t = t + step[[2, 5]]
+            a, b = a + step[6], b + step[7]
+            if np.max(np.abs(step[:6])) * half < 0.01:
+                break
+        # the gain must stay near the one the level distributions give: with the landmarks on one
+        # edge (all about one level) gain and offset could match the edge to any flat region
+        if not _plausible(M, t) or not 0.8 <= a / a0 <= 1.25:
+            return None
+    A = np.hstack([M, (t * half + c - M @ c)[:, None]])
+    # the warp must explain the frame better than no warp at all; judged at the coarsest level,
+    # where a softer answer (a codec, a resampling) leaves the edges' levels as they are
+    s = LEVELS[0]
+    g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
+    xy = marks.xy[s].astype(np.float64) * s
+    q = xy @ A[:, :2].T + A[:, 2]
+    inside = (q[:, 0] >= 0) & (q[:, 0] <= w) & (q[:, 1] >= 0) & (q[:, 1] <= h)   # what the answer shows
+    if inside.sum() < MIN_LANDMARKS:
+        return None
+    r_warp = np.abs(_sample(g, q[inside] / s) - (a * marks.value[s][inside] + b))
+    r_none = _residual_at(g, xy / s, marks.value[s])
+    # ... and for most landmarks: a frame that is aligned already, with an object or a label over a
+    # few of a bare plate's landmarks, is explained no better by a warp where it matched before
+    better = float(np.mean(r_warp + 1.0 < r_none[inside]))
+    inliers = float(np.mean(r_warp < INLIER_LEVELS))
+    corners = np.array([[0, 0], [w, 0], [0, h], [w, h]], float)
+    moved = float(np.max(np.hypot(*(corners @ A[:, :2].T + A[:, 2] - corners).T)))
+    if moved >= ALIGNED_PX and not (np.median(r_warp) <= EXPLAINS * np.median(r_none) - 0.5
+                                    and better >= MIN_IMPROVED):
+        return Registration(np.array([[1.0, 0, 0], [0, 1.0, 0]]), 1.0, 0.0, float(np.mean(r_none < INLIER_LEVELS)),
+                            0.0, float(np.median(r_none)))
+    if inliers < MIN_INLIERS:
+        return None
+    return Registration(A, float(a), float(b), inliers, moved, float(np.median(r_warp)))
+
+
+def aspect_start(answer_size: tuple[int, int] | None, size: tuple[int, int]) -> np.ndarray | None:
+    """Where to start registering an answer made at another aspect ratio and resized to the case's
+    `size`: the hypothesis that it shows the centre of the scene at its own aspect (a narrower
+    answer the full height, a wider one the full width). None when the aspect is the case's."""
+    if not answer_size:
+        return None
+    (wa, ha), (w, h) = answer_size, size
+    ratio = (wa / ha) / (w / h)
+    if abs(ratio - 1.0) < 0.02:
+        return None
+    sx, sy = (1.0 / ratio, 1.0) if ratio < 1.0 else (1.0, ratio)
+    cx, cy = w / 2.0, h / 2.0
+    return np.array([[sx, 0.0, cx - sx * cx], [0.0, sy, cy - sy * cy]])
+
+
+def _settled(g0: np.ndarray, marks: Landmarks, start: np.ndarray | None) -> Registration | None:
+    """`start` (identity when None) when it already explains the frame at full resolution: median
+    landmark residual within SETTLED_LEVELS and a Gauss–Newton step that moves no corner by
+    SETTLED_PX; else None."""
+    w, h = marks.size
+    A = np.array([[1.0, 0, 0], [0, 1.0, 0]]) if start is None else np.asarray(start, float)
+    g = cv2.GaussianBlur(g0, (0, 0), 0.8)
+    xy = marks.xy[1].astype(np.float64)
+    q = xy @ A[:, :2].T + A[:, 2]
+    F = _sample(g, q).astype(np.float64)
+    P = marks.value[1].astype(np.float64)
+    X = np.stack([P, np.ones_like(P)], axis=1)
+    (a, b), *_ = np.linalg.lstsq(X, F, rcond=None)
+    r = F - (a * P + b)
+    if float(np.median(np.abs(r))) > SETTLED_LEVELS:
+        return None
+    k = 2.0 * (1.4826 * float(np.median(np.abs(r - np.median(r)))) + 1.0)
+    wts = (k * k / (k * k + r * r)) ** 2            # Geman–McClure, as in the fit
+    G = marks.grad[1].astype(np.float64) * a
+    J = np.stack([G[:, 0] * xy[:, 0], G[:, 0] * xy[:, 1], G[:, 0], G[:, 1] * xy[:, 0], G[:, 1] * xy[:, 1], G[:, 1]], axis=1)
+    H = (J * wts[:, None]).T @ J
+    step = -np.linalg.solve(H + (1e-6 * np.trace(H) + 1e-9) * np.eye(6), (J * wts[:, None]).T @ r).reshape(2, 3)
+    corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], float)
+    if float(np.max(np.abs(corners @ step.T))) > SETTLED_PX:
+        return None
+    moved = float(np.max(np.hypot(*(corners[:, :2] @ A[:, :2].T + A[:, 2] - corners[:, :2]).T)))
+    return Registration(A, float(a), float(b), float(np.mean(np.abs(r) < INLIER_LEVELS)), moved,
+                        float(np.median(np.abs(r))))
+
+
+def _residual_at(g: np.ndarray, xy: np.ndarray, plate_values: np.ndarray) -> np.ndarray:
+    """|frame − (gain·plate + offset)| at fixed landmark positions, with the gain and offset that
+    fit them best (least squares): no warp gets the same photometric freedom as a warp."""
+    F = _sample(g, xy).astype(np.float64)
+    P = plate_values.astype(np.float64)
+    X = np.stack([P, np.ones_like(P)], axis=1)
+    coef, *_ = np.linalg.lstsq(X, F, rcond=None)
+    return np.abs(F - X @ coef)
+
+
+def exposure(frame_grey: np.ndarray, marks: Landmarks) -> tuple[float, float]:
+    """Grey gain and offset from the plate to the frame, from their level distributions (10th and
+    90th percentiles; no pixel correspondence needed, so a moved camera does not bias it):
+    where the fit starts, and what its gain must stay near."""
+    lo, hi = np.percentile(frame_grey[::4, ::4], (10, 90))
+    plo, phi = marks.plate_levels
+    a = float(np.clip((hi - lo) / max(phi - plo, 1.0), 0.5, 2.0)) if phi - plo >= 8 else 1.0
+    return a, float(np.median(frame_grey[::4, ::4]) - a * marks.plate_median)
+
+
+def _plausible(M: np.ndarray, t: np.ndarray) -> bool:
+    """A camera change a generated frame could show: no mirror, a scale per axis within
+    SCALE_RANGE (another aspect ratio, resized to the case's, scales one axis more than the other),
+    little rotation or shear, a shift within MAX_SHIFT of the frame."""
+    sx, sy = float(np.hypot(*M[:, 0])), float(np.hypot(*M[:, 1]))
+    skew = abs(float(M[0, 1])) / sy + abs(float(M[1, 0])) / sx
+    return (np.linalg.det(M) > 0 and SCALE_RANGE[0] <= min(sx, sy) and max(sx, sy) <= SCALE_RANGE[1]
+            and skew < 0.1 and float(np.max(np.abs(t))) < 2 * MAX_SHIFT)

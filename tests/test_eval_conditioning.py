@@ -1,0 +1,137 @@
+"""Reading an answer frame as a render of ours (segment/conditioning.py and its parts): camera
+registration, the tone curve, the input's annotation layer left on, the F-G strokes after a codec.
+Synthetic scenes with a known answer; the fidelity benchmark (test_eval_fidelity.py) checks the
+whole on built cases."""
+import io
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from orchard_eval.fidelity import transforms as X
+from orchard_eval.segment.overlay import ANSWER_ORANGE, InputLayer, answer_overlay_mask
+from orchard_eval.segment.photometry import apply_inverse, fit_tone_curve
+from orchard_eval.segment.registration import aspect_start, landmarks, register
+
+W, H = 640, 360
+
+
+def textured_plate(seed: int = 0) -> np.ndarray:
+    """A floor of random grey tiles under a light sky: edges everywhere, like a checker."""
+    rng = np.random.default_rng(seed)
+    tiles = rng.integers(90, 200, size=(H // 24 + 1, W // 24 + 1, 1)).astype(np.uint8)
+    img = np.repeat(np.repeat(tiles, 24, axis=0), 24, axis=1)[:H, :W]
+    img = np.repeat(img, 3, axis=2)
+    img[:70] = (185, 195, 210)
+    return cv2.GaussianBlur(img, (0, 0), 0.7)
+
+
+def corner_error(A: np.ndarray, B: np.ndarray) -> float:
+    corners = np.array([[0, 0, 1], [W, 0, 1], [0, H, 1], [W, H, 1]], float)
+    return float(np.max(np.abs(corners @ (np.asarray(A) - np.asarray(B)).T)))
+
+
+@pytest.mark.parametrize("affine", [
+    X.crop_affine(((W - W / 1.06) / 2, (H - H / 1.06) / 2, W / 1.06, H / 1.06), (W, H)),    # zoom 6 %
+    X.shake_affine(1.3, -0.9, 0.25, (W, H)),                                                  # shake
+    X.crop_affine((0.2 * 0.08 * W, 0.8 * 0.08 * H, 0.92 * W, 0.92 * H), (W, H)),            # crop off-centre
+])
+def test_registration_recovers_the_camera(affine):
+    plate = textured_plate()
+    frame = X.warp(plate, affine, (W, H))
+    cv2.circle(frame, (300, 200), 30, (200, 40, 40), -1)          # a moving object is an outlier
+    reg = register(frame, landmarks(plate))
+    assert reg is not None and not reg.aligned
+    assert corner_error(reg.affine, affine) < 0.3
+
+
+def test_registration_of_another_aspect_ratio_starts_from_a_centre_crop():
+    plate = textured_plate(1)
+    A = X.crop_affine((80, 0, 480, 360), (W, H))           # a 4:3 answer showing the scene's centre
+    frame = X.warp(plate, A, (W, H))
+    reg = register(frame, landmarks(plate), [None, aspect_start((480, 360), (W, H))])
+    assert reg is not None and corner_error(reg.affine, A) < 0.5
+
+
+def test_an_aligned_frame_and_a_bare_plate_are_left_alone():
+    plate = textured_plate(2)
+    frame = plate.copy()
+    cv2.rectangle(frame, (100, 150), (160, 210), (30, 30, 200), -1)
+    reg = register(frame, landmarks(plate))
+    assert reg is not None and reg.aligned
+    bare = np.full((H, W, 3), 200, np.uint8)
+    assert landmarks(bare) is None                          # nothing to register against
+    bare[:60] = 150                                         # one horizon: it tells the vertical only
+    frame = bare.copy()
+    cv2.circle(frame, (320, 200), 25, (40, 40, 200), -1)
+    reg = register(frame, landmarks(bare))
+    assert reg is None or reg.aligned
+
+
+@pytest.mark.parametrize("change", [dict(gain=(1.25, 1.25, 1.25)), dict(gain=(1.15, 1.0, 0.85)),
+                                    dict(offset=20.0), dict(gamma=0.7)])
+def test_tone_curve_is_fitted_and_inverted(change):
+    rng = np.random.default_rng(3)
+    plate = textured_plate(3)
+    plate[200:260, 100:200] = (30, 60, 120)                 # dark, saturated parts widen the range
+    plate[260:300, 400:500] = (220, 120, 40)
+    answer = X.photometric(plate, **change)
+    answer = np.clip(answer.astype(int) + rng.integers(-2, 3, answer.shape), 0, 255).astype(np.uint8)
+    curve = fit_tone_curve(answer, plate)
+    assert curve is not None and not curve.identity
+    back = apply_inverse(answer, curve, plate)
+    unclipped = (answer < 250).all(axis=2)
+    assert np.median(np.abs(back.astype(int) - plate)[unclipped]) <= 3
+
+
+def test_tone_curve_leaves_a_render_of_ours_alone():
+    plate = textured_plate(4)
+    noisy = np.clip(plate.astype(int) + np.random.default_rng(4).integers(-2, 3, plate.shape), 0, 255).astype(np.uint8)
+    curve = fit_tone_curve(noisy, plate)
+    assert curve is not None and curve.identity
+    # another background is no tone curve
+    other = np.full_like(plate, 120)
+    other[::24] = 250
+    assert fit_tone_curve(other, plate) is None
+
+
+def _annotated(clean: np.ndarray) -> np.ndarray:
+    img = Image.fromarray(clean.copy())
+    d = ImageDraw.Draw(img)
+    d.rounded_rectangle([20, 20, 180, 60], radius=4, fill=(255, 255, 255), outline=(90, 90, 90))
+    d.text((30, 28), "g = 9.81 m/s2", fill=(20, 20, 20))
+    d.line([(400, 250), (400, 150)], fill=(25, 90, 215), width=4)
+    return np.asarray(img)
+
+
+def test_input_layer_left_on_is_found_and_only_then():
+    clean = textured_plate(5)
+    annotated = _annotated(clean)
+    layer = InputLayer(annotated, clean)
+    assert layer.visible(annotated, clean).sum() > 0.9 * layer.drawn.sum()
+    # a frame without the labels, brighter than the plate: the white box must not seem present
+    brighter = X.photometric(clean, gain=(1.3, 1.3, 1.3))
+    assert not layer.visible(brighter, clean).any()
+    # fading out: a third of the labels still shows, found by the faint test
+    faded = X.composite(clean, annotated, (layer.drawn * 0.3).astype(np.float32))
+    assert layer.faint(faded, clean).any()
+    assert not layer.faint(clean, clean).any()
+
+
+def test_answer_strokes_survive_jpeg_but_an_orange_body_is_not_a_stroke():
+    plate = textured_plate(6)
+    rgb, alpha = X.answer_overlay((W, H), [((300, 200), (370, 200))], [((380, 190), "v = 1.49")])
+    frame = X.composite(plate, rgb, alpha)
+    # an orange ball, shaded as a render shades one (elastic polymer is this orange)
+    yy, xx = np.mgrid[0:H, 0:W]
+    r = np.hypot(xx - 150, yy - 250)
+    shade = np.clip(1.0 - 0.55 * np.hypot(xx - 140, yy - 240) / 25.0, 0.35, 1.0)[..., None]
+    frame = np.where((r <= 25)[..., None], (np.array([242, 153, 25]) * shade).astype(np.uint8), frame)
+    jpeg = X.image_codec(frame, "jpeg", 75)
+    found = answer_overlay_mask(jpeg, (ANSWER_ORANGE,), background=plate)
+    drawn = alpha > 0.5
+    assert (found & drawn).sum() > 0.9 * drawn.sum()
+    ball = np.zeros((H, W), bool)
+    cv2.circle(ball.view(np.uint8), (150, 250), 20, 1, -1)
+    assert (found & ball).sum() < 0.05 * ball.sum()

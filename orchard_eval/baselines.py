@@ -31,8 +31,9 @@ KINDS = ("oracle", "static", "blank")
 ANSWER_FRAMES = 12
 
 
-def encode_video(path: Path, frames: Iterable[np.ndarray], fps: float = 24.0, lossless: bool = False) -> int:
-    """H.264 MP4 of RGB frames (odd sizes padded by one edge pixel)."""
+def encode_video(path: Path, frames: Iterable[np.ndarray], fps: float = 24.0, lossless: bool = False,
+                 crf: int = 18) -> int:
+    """H.264 MP4 of RGB frames (odd sizes padded by one edge pixel), 4:2:0 at `crf` unless lossless."""
     import av
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,7 +49,7 @@ def encode_video(path: Path, frames: Iterable[np.ndarray], fps: float = 24.0, lo
                 stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
                 stream.width, stream.height = rgb.shape[1], rgb.shape[0]
                 stream.pix_fmt = "yuv444p" if lossless else "yuv420p"
-                stream.options = {"crf": "0" if lossless else "18", "preset": "veryfast", "threads": "1"}
+                stream.options = {"crf": "0" if lossless else str(int(crf)), "preset": "veryfast", "threads": "1"}
             for pkt in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
                 container.mux(pkt)
             n += 1

@@ -71,6 +71,21 @@ def _f(name, kind, subtrack, about, **spec) -> Family:
     return Family(name, kind, subtrack, Spec(**spec), about)
 
 
+def _image_appearance(prefix: str, subtrack: str) -> list[Family]:
+    """The appearance changes both image subtracks are measured under."""
+    return [_f(f"{prefix}/{name}", "appearance", subtrack, about, **kw) for name, about, kw in (
+        ("jpeg90", "JPEG quality 90", {"codec": ("jpeg", 90)}),
+        ("jpeg75", "JPEG quality 75", {"codec": ("jpeg", 75)}),
+        ("jpeg50", "JPEG quality 50", {"codec": ("jpeg", 50)}),
+        ("webp75", "WebP quality 75", {"codec": ("webp", 75)}),
+        ("blur", "Gaussian blur σ 1.2 px", {"blur": 1.2}),
+        ("noise", "Gaussian noise σ 6 levels", {"noise": 6.0}),
+        ("gamma", "tone curve γ 0.7", {"gamma": 0.7}),
+        ("white_balance", "white balance R × 1.15, B × 0.85", {"gain": (1.15, 1.0, 0.85)}),
+        ("size_1280x720", "written at 1280×720", {"size": (1280, 720)}),
+        ("size_480x270", "written at 480×270", {"size": (480, 270)}))]
+
+
 def catalogue() -> list[Family]:
     """Every family, with the parameters it uses (one answer per case each)."""
     D, P, F = DEDUCTION, PG, FG
@@ -126,16 +141,7 @@ def catalogue() -> list[Family]:
         _f("pg/reference", "appearance", P, "the reference itself (PNG)"),
         _f("pg/shift_small", "physics", P, "the first object moved by 3 % of the width", shift=0.03),
         _f("pg/shift_large", "physics", P, "the first object moved by 12 % of the width", shift=0.12),
-        _f("pg/jpeg90", "appearance", P, "JPEG quality 90", codec=("jpeg", 90)),
-        _f("pg/jpeg75", "appearance", P, "JPEG quality 75", codec=("jpeg", 75)),
-        _f("pg/jpeg50", "appearance", P, "JPEG quality 50", codec=("jpeg", 50)),
-        _f("pg/webp75", "appearance", P, "WebP quality 75", codec=("webp", 75)),
-        _f("pg/blur", "appearance", P, "Gaussian blur σ 1.2 px", blur=1.2),
-        _f("pg/noise", "appearance", P, "Gaussian noise σ 6 levels", noise=6.0),
-        _f("pg/gamma", "appearance", P, "tone curve γ 0.7", gamma=0.7),
-        _f("pg/white_balance", "appearance", P, "white balance R × 1.15, B × 0.85", gain=(1.15, 1.0, 0.85)),
-        _f("pg/size_1280x720", "appearance", P, "written at 1280×720", size=(1280, 720)),
-        _f("pg/size_480x270", "appearance", P, "written at 480×270", size=(480, 270)),
+        *_image_appearance("pg", P),
         _f("pg/labels_on", "appearance", P, "the input's labels left on", overlay="input"),
         _f("pg/recolour", "appearance", P, "objects recoloured", recolour=True),
         _f("pg/shift_large+jpeg75", "combined", P, "moved 12 %, JPEG 75", shift=0.12, codec=("jpeg", 75)),
@@ -146,16 +152,7 @@ def catalogue() -> list[Family]:
         _f("fg/time_late", "physics", F, "the scene at t* + 0.25 T", time_shift=0.25),
         _f("fg/cf_start", "physics", F, "the first object started elsewhere", source="start"),
         _f("fg/cf_gravity", "physics", F, "re-rendered with 0.6 g", source="gravity"),
-        _f("fg/jpeg90", "appearance", F, "JPEG quality 90", codec=("jpeg", 90)),
-        _f("fg/jpeg75", "appearance", F, "JPEG quality 75", codec=("jpeg", 75)),
-        _f("fg/jpeg50", "appearance", F, "JPEG quality 50", codec=("jpeg", 50)),
-        _f("fg/webp75", "appearance", F, "WebP quality 75", codec=("webp", 75)),
-        _f("fg/blur", "appearance", F, "Gaussian blur σ 1.2 px", blur=1.2),
-        _f("fg/noise", "appearance", F, "Gaussian noise σ 6 levels", noise=6.0),
-        _f("fg/gamma", "appearance", F, "tone curve γ 0.7", gamma=0.7),
-        _f("fg/white_balance", "appearance", F, "white balance R × 1.15, B × 0.85", gain=(1.15, 1.0, 0.85)),
-        _f("fg/size_1280x720", "appearance", F, "written at 1280×720", size=(1280, 720)),
-        _f("fg/size_480x270", "appearance", F, "written at 480×270", size=(480, 270)),
+        *_image_appearance("fg", F),
         _f("fg/labels_on", "appearance", F, "the input's labels left on", overlay="input"),
         _f("fg/cf_background", "appearance", F, "another ground material", source="background"),
         _f("fg/cf_recolour", "appearance", F, "recoloured objects", source="recolour"),

@@ -19,6 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+from orchard_build.overlay import clip_arrow   # the benchmark draws answers as the build draws references
+
 from ..cases import EvalCase
 from ..metrics import project_points
 from . import transforms as X
@@ -299,7 +301,7 @@ def _arrows_at(src: Source, case: EvalCase, t: float, affine: np.ndarray | None,
             ahead = project_points((P + 0.02 * V / speed)[None], case.intrinsic, case.extrinsic)[0]
             d = np.asarray(apply_affine(tuple(ahead), affine) if affine is not None else ahead) - np.asarray(start)
             d = d / max(float(np.linalg.norm(d)), 1e-9)
-            end = _clip_arrow(np.asarray(start), d, 0.11 * w, w, h)
+            end = clip_arrow(np.asarray(start), d, 0.11 * w, w, h)
             arrows.append((start, tuple(end)))
             anchor = end + d * 6
         else:
@@ -318,16 +320,6 @@ def _arrows_at(src: Source, case: EvalCase, t: float, affine: np.ndarray | None,
         taken[int(y):int(y + th) + 1, int(x):int(x + tw) + 1] = True
         labels.append(((x, y), text))
     return arrows, labels
-
-
-def _clip_arrow(start: np.ndarray, d: np.ndarray, length: float, w: int, h: int, margin: float = 4) -> np.ndarray:
-    end = start + d * length
-    for _ in range(20):
-        if margin <= end[0] <= w - margin and margin <= end[1] <= h - margin:
-            break
-        length *= 0.85
-        end = start + d * length
-    return end
 
 
 def make_answer(fam: Family, case: EvalCase, sources: dict[str, Source]) -> Answer | None:

@@ -578,14 +578,15 @@ def _darkened(image: np.ndarray, plate: np.ndarray, where: np.ndarray) -> np.nda
     return out
 
 
-def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, darker: np.ndarray | None = None) -> bool:
+def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, image: np.ndarray | None = None,
+                     plate: np.ndarray | None = None) -> bool:
     """Whether a piece of the foreground is an object drawn in another colour: the size of an object
     (on white: at least 0.3 of the smallest; in a scene also at most 3 times the largest, no longer
     than twice the objects' extent, and compact — solidity ≥ 0.85 — where a texture the plate does
-    not explain, or a horizon the camera moved, leaves strips and specks) with
-    fewer than half of its pixels in an object's colours and fewer than half `darker` (`_darkened`:
-    a shadow the shadow model did not place). An object's own pixels on our
-    render match its model far more often than that."""
+    not explain, or a horizon the camera moved, leaves strips and specks) with fewer than half of
+    its pixels in an object's colours and, given the frame and its `plate`, fewer than half the
+    plate made darker (`_darkened`: a shadow the shadow model did not place). An object's own
+    pixels on our render match its model far more often than that."""
     refs = [m for m in ctx.reference_masks.values() if m is not None and m.any()]
     if not refs:
         return False
@@ -595,18 +596,19 @@ def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, dark
     coloured = np.zeros(fg.shape, bool)
     coloured[fg] = keep
     hits = np.bincount(labels[coloured], minlength=n)
-    dark = np.bincount(labels[fg & darker], minlength=n) if darker is not None else np.zeros(n, int)
     for i in range(1, n):
         area = stats[i, cv2.CC_STAT_AREA]
-        if area < 0.3 * min(sizes) or hits[i] >= 0.5 * area or dark[i] >= 0.5 * area:
+        if area < 0.3 * min(sizes) or hits[i] >= 0.5 * area:
             continue
         if ctx.on_white:
             return True
         x, y, bw, bh = stats[i, :4]
         if area > 3 * max(sizes) or max(bw, bh) > 2 * extent:
             continue
-        piece = (labels[y:y + bh, x:x + bw] == i).astype(np.uint8)
-        hull = cv2.convexHull(cv2.findNonZero(piece))
+        piece = labels[y:y + bh, x:x + bw] == i
+        if plate is not None and _darkened(image[y:y + bh, x:x + bw], plate[y:y + bh, x:x + bw], piece).sum() >= 0.5 * area:
+            continue
+        hull = cv2.convexHull(cv2.findNonZero(piece.astype(np.uint8)))
         if area >= 0.85 * cv2.contourArea(hull):
             return True
     return False
@@ -810,7 +812,7 @@ class ClassicalSegmenter:
             best = np.max(np.stack([m.prob[bins[fg]] for m in known]), axis=0)
             keep = best >= GATE_DENSITY / N_BINS
             expected = sum(int(m.sum()) for m in ctx.reference_masks.values() if m is not None)
-            if keep.sum() < MIN_COLOURED * expected or _off_colour_body(fg, keep, ctx, None if ctx.on_white else _darkened(image, plate, fg)):
+            if keep.sum() < MIN_COLOURED * expected or _off_colour_body(fg, keep, ctx, image, plate):
                 # the changed pixels with an object's colour cannot make up the objects (a fraction
                 # of their size at t = 0): the answer drew them in other colours; colour can then
                 # neither gate nor tell them apart, position does

@@ -15,7 +15,8 @@ from PIL import Image, ImageDraw
 from .overlay import ANSWER_ORANGE, Arrow, Label, Layer, Placer, clip_arrow, draw_arrow, draw_label, font, font_size
 
 
-MIN_ANSWER_PX = 10  # smallest answer text at 360 p; a formula that needs less wraps at its separators
+MIN_ANSWER_PX = 10   # smallest answer text at 360 p, reached only when nothing larger fits
+WRAP_BELOW_PX = 18   # at 360 p: a formula that would print smaller than this on one line wraps instead
 
 
 def _wrap(text: str, px: int, bold: bool, width: float) -> list[str]:
@@ -44,24 +45,29 @@ def _wrap(text: str, px: int, bold: bool, width: float) -> list[str]:
 
 
 def formulation_text_image(width: int, height: int, lines: tuple[str, str, str]) -> tuple[np.ndarray, dict[str, Any]]:
-    """Three centred items (letter, symbolic formula, substituted formula) on white, as large as fits;
-    a formula too long for one line wraps at its separators rather than shrinking past legibility."""
+    """Three centred items (letter, symbolic formula, substituted formula) on white, as large as fits.
+    A formula that would print below WRAP_BELOW_PX on one line wraps at its separators instead, at the
+    largest size where the wrapped rows fit: a long system of equations then fills the canvas in legible
+    rows rather than shrinking to one thin line. Every wrapped row but an item's last ends with its
+    separator (',' or ';'), so a reader can join the rows of one item back into its logical line."""
     img = Image.new("RGB", (width, height), (255, 255, 255))
     d = ImageDraw.Draw(img)
     min_px = max(10, round(MIN_ANSWER_PX * height / 360))
-    wrap_below = min_px  # keep the three-line form as long as the text stays legible
+    wrap_below = max(min_px, round(WRAP_BELOW_PX * height / 360))
     px = max(12, round(height / 9))
+
+    def fits(items: list[list[str]], size: int) -> bool:
+        rows = sum(len(w) for w in items)
+        wide = all(font(size, i == 0).getbbox(r)[2] <= 0.94 * width for i, w in enumerate(items) for r in w)
+        return wide and rows * size * 1.45 + size * 1.2 <= 0.94 * height
+
     while True:
-        one_line = all(font(px, i == 0).getbbox(line)[2] <= 0.94 * width for i, line in enumerate(lines))
-        if one_line and 3 * px * 1.45 + px * 1.2 <= 0.94 * height:
+        if px > wrap_below:
             wrapped = [[line] for line in lines]
-            break
-        if px <= wrap_below:
+        else:
             wrapped = [[lines[0]]] + [_wrap(line, px, False, 0.94 * width) for line in lines[1:]]
-            rows = sum(len(w) for w in wrapped)
-            fits = all(font(px, i == 0).getbbox(r)[2] <= 0.94 * width for i, w in enumerate(wrapped) for r in w)
-            if (fits and rows * px * 1.45 + px * 1.2 <= 0.94 * height) or px <= min_px:
-                break
+        if fits(wrapped, px) or px <= min_px:
+            break
         px -= 1
     rows = sum(len(w) for w in wrapped)
     line_h = px * 1.45

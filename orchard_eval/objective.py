@@ -119,6 +119,16 @@ def deduction_mask_ious(pred_union: Sequence[np.ndarray], gt_union: Sequence[np.
             "weighted_spatial_iou": M.weighted_spatial_iou(pu, gu)}
 
 
+def deduction_context(case: EvalCase, frames, condition=None, source_size=None):
+    """The segmentation context of one Deduction answer (its frames, its own frame 0, its source size);
+    the caller sets `time` and `gt_frame` per frame. The judge segments with the same context."""
+    ctx = context_for_case(case, "deduction")
+    ctx.answer_condition = condition
+    ctx.answer_frames = [f for f in frames if f is not None]
+    ctx.answer_size = source_size
+    return ctx
+
+
 def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_frames=None, condition=None,
                       source_size=None):
     """Masks per frame, low-confidence flag, notes, where each object is per frame (its fitted
@@ -126,10 +136,7 @@ def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_fra
     (`Segmentation.unobservable`, None where nothing is hidden). `gt_frames`: the GT frames at
     `times`, when the caller has decoded them (`SegmentContext.gt_frame`); `condition`: the
     answer's own frame 0 (`SegmentContext.answer_condition`)."""
-    ctx = context_for_case(case, "deduction")
-    ctx.answer_condition = condition
-    ctx.answer_frames = [f for f in frames if f is not None]
-    ctx.answer_size = source_size
+    ctx = deduction_context(case, frames, condition, source_size)
     shape = (case.frame_size[1], case.frame_size[0])
     out, low, notes = [], False, []
     where: list[dict] = []

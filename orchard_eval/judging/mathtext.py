@@ -103,6 +103,10 @@ def tokenize(text: str, vocab: Vocab | None = None) -> list[Tok]:
     s = prenormalise(text)
     # degrees read as a letter o: "30o)" → "30°)"
     s = re.sub(r"(\d)\s*[oO](?=\s*[),;]|\s*$)", r"\1°", s)
+    # a product dot read as a period: a number has one decimal point ("2.9.81" → 2·9.81), and a period
+    # directly before a letter or a bracket is not a decimal point ("2.g" → 2·g)
+    s = re.sub(r"(?<![\d.])(\d+)\.(?=\d+\.\d)", r"\1*", s)
+    s = re.sub(r"(\d)\.(?=[A-Za-z(])", r"\1*", s)
     out: list[Tok] = []
     i = 0
     n = len(s)
@@ -394,6 +398,69 @@ def system_match(answer: Parsed, expected: Parsed) -> float:
                 hits += 1
                 break
     return hits / max(len(expected.equations), len(answer.equations))
+
+
+def _pieces(text: str, vocab: "Vocab | None") -> list[Parsed]:
+    """One Parsed per equation of a system (the text split where `split_equations` splits it)."""
+    out = []
+    for lhs, rhs in split_equations(tokenize(text, vocab)):
+        toks = lhs + [Tok("eq", "=")] + rhs
+        p = Parsed(text, toks)
+        try:
+            names = {t.text for t in toks if t.kind == "sym"}
+            p.equations.append(_sympify(to_expr_text(lhs), names) - _sympify(to_expr_text(rhs), names))
+        except Exception as exc:  # noqa: BLE001
+            p.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+        out.append(p)
+    return out
+
+
+def element_scores(answer: Parsed, expected: Parsed, vocab: "Vocab | None" = None) -> tuple[float, float, float]:
+    """(variables, constants, operators) of a formula that is not equivalent to the expected one, per
+    equation: each expected equation is paired (one-to-one) with the answer's equation it is equivalent
+    to, else the one with the same left side, else the most alike. An equivalent pair is right on all
+    three; otherwise each element is right only when it is exactly the expected one (symbol set, number
+    multiset, operator sequence) and, where all three are, the structure is wrong and operators count 0.
+    Each score is the share of right equations over the larger count of equations."""
+    exp = _pieces(expected.text, vocab) if vocab is not None else _pieces_from(expected)
+    ans = _pieces(answer.text, vocab) if vocab is not None else _pieces_from(answer)
+    if not exp or not ans:
+        return 0.0, 0.0, 0.0
+    free = list(range(len(ans)))
+    sums = [0.0, 0.0, 0.0]
+    for e in exp:
+        def rank(j: int) -> tuple:
+            a = ans[j]
+            eq = bool(a.equations and e.equations and equivalent(a.equations[0], e.equations[0]))
+            lhs_a = [t.text for t in a.tokens[:a.tokens.index(Tok("eq", "="))]] if Tok("eq", "=") in a.tokens else []
+            lhs_e = [t.text for t in e.tokens[:e.tokens.index(Tok("eq", "="))]]
+            return (eq, lhs_a == lhs_e, jaccard(a.symbols, e.symbols))
+        if not free:
+            break
+        j = max(free, key=rank)
+        free.remove(j)
+        a = ans[j]
+        if rank(j)[0]:
+            sums = [x + 1.0 for x in sums]
+            continue
+        v = a.symbols == e.symbols
+        c = sorted(a.numbers()) == sorted(e.numbers())
+        o = a.operators() == e.operators() and not (v and c)
+        sums = [sums[0] + v, sums[1] + c, sums[2] + o]
+    n = max(len(exp), len(ans))
+    return sums[0] / n, sums[1] / n, sums[2] / n
+
+
+def _pieces_from(p: Parsed) -> list[Parsed]:
+    return _pieces(p.text, _vocab_of(p))
+
+
+def _vocab_of(p: Parsed) -> "Vocab":
+    v = Vocab()
+    for t in p.tokens:
+        if t.kind == "sym":
+            v.add(t.text, t.text)
+    return v
 
 
 def multiset_f1(found: Sequence[float], wanted: Sequence[float], rtol: float = 1e-4) -> float:

@@ -132,6 +132,26 @@ def lines(boxes: list[TextBox], overlap: float = 0.5, gap: float = 2.5) -> list[
     return out
 
 
+CONTINUES = (",", ";", "+", "-", "−", "=", "·", "*", "/", "(")
+
+
+def logical_lines(rows: list[TextBox], max_gap: float = 1.0) -> list[TextBox]:
+    """Join visual rows (top to bottom) into logical lines: a row that ends with a separator or an
+    operator (`CONTINUES`) is continued by the row below it, when that row starts within `max_gap`
+    row heights. This is how a wrapped formula is read back: the wrapped row keeps its ',' or ';'."""
+    out: list[TextBox] = []
+    for r in sorted(rows, key=lambda b: (b.center[1], b.center[0])):
+        if out:
+            last = out[-1]
+            gap = r.box[1] - last.box[3]
+            if last.text.rstrip().endswith(CONTINUES) and gap <= max_gap * max(r.height, 1.0):
+                out[-1] = TextBox(f"{last.text.rstrip()} {r.text.strip()}", min(last.score, r.score),
+                                  (min(last.box[0], r.box[0]), last.box[1], max(last.box[2], r.box[2]), r.box[3]))
+                continue
+        out.append(r)
+    return out
+
+
 _FOLD = str.maketrans({"µ": "μ", "²": "2", "³": "3", "−": "-", "–": "-", "—": "-", "‘": "'", "’": "'",
                        "“": '"', "”": '"', "ν": "v", "·": ".", "•": ".", "∙": ".", "⋅": ".", "×": "x",
                        "º": "°", "˚": "°", "θ": "0", "Θ": "0", "O": "0", "o": "0"})
@@ -164,3 +184,29 @@ def similarity(a: str, b: str, normalised: bool = False) -> float:
     if not a and not b:
         return 1.0
     return 1.0 - levenshtein(a, b) / max(len(a), len(b))
+
+
+_NUMBER = __import__("re").compile(r"(?<![A-Za-z_\d.,])\d+(?:[.,]\d+)?")
+
+
+def numbers(text: str) -> list[float]:
+    """The quantities a reading states, in order: numbers not attached to a letter (a subscript such as
+    v0 or m_1 is part of a name) nor superscripts; a decimal comma is accepted."""
+    t = unicodedata.normalize("NFC", text).replace("−", "-")
+    return [float(m.group(0).replace(",", ".")) for m in _NUMBER.finditer(t)]
+
+
+def numbers_kept(reference: str, answer: str) -> float:
+    """Share of the reference's numbers that the answer states with the same value (as a multiset):
+    a changed value is a missing quantity, not a one-glyph edit. 1.0 when the reference has none."""
+    want, pool = numbers(reference), numbers(answer)
+    if not want:
+        return 1.0
+    hit = 0
+    for w in want:
+        for i, v in enumerate(pool):
+            if abs(v - w) <= 1e-9 * max(1.0, abs(w)):
+                hit += 1
+                pool.pop(i)
+                break
+    return hit / len(want)

@@ -29,6 +29,7 @@ import numpy as np
 from ..judges import NOT_APPLICABLE, JudgeRequest, JudgeResult, register_judge
 from ..media import resize_rgb
 from ..segment import get_segmenter
+from ..objective import deduction_context
 from ..segment.classical import context_for_case, to_lab
 from . import mathtext as MT
 from . import measure as ME
@@ -71,6 +72,7 @@ class RefLine:
     ref_sim: float = 1.0
     ref_conf: float = 1.0
     props: dict = field(default_factory=dict)
+    ref_read: str = ""        # what OCR reads on the reference (its numbers are the quantities to match)
 
 
 @dataclass
@@ -79,6 +81,7 @@ class RefArrow:
     object_id: str | None
     mask: np.ndarray
     shape: ME.ArrowShape
+    seed: "RefArrow | None" = None   # what the search starts from (the layer's arrow); None: this one
 
 
 def _text_props(img: np.ndarray, box) -> dict:
@@ -158,14 +161,14 @@ class CaseRefs:
                     best = max(inside, key=lambda b: OCR.similarity(t, b.text), default=None)
                     sim = OCR.similarity(t, best.text) if best is not None else 0.0
                     if best is not None and sim >= 0.6 and len(OCR.normalise(t)) >= 2:
-                        rl = RefLine(t, best.box, lab.get("kind", ""), True, sim, max(best.score, 1e-3))
+                        rl = RefLine(t, best.box, lab.get("kind", ""), True, sim, max(best.score, 1e-3), ref_read=best.text)
                     else:
                         rl = RefLine(t, est, lab.get("kind", ""), False)
                     rl.props = _text_props(ref, rl.box)
                     lines.append(rl)
         else:
             for b in boxes:
-                rl = RefLine(b.text, b.box, "text", True, 1.0, max(b.score, 1e-3))
+                rl = RefLine(b.text, b.box, "text", True, 1.0, max(b.score, 1e-3), ref_read=b.text)
                 rl.props = _text_props(ref, b.box)
                 lines.append(rl)
         label_mask = ME.box_mask(ref.shape, [l["box"] for l in labels], pad=1) if labels else np.zeros(ref.shape[:2], bool)
@@ -181,7 +184,7 @@ class CaseRefs:
             # measure the reference exactly as an answer is measured, so identical pixels score 1
             m2 = ProgrammaticJudge._find_arrow(ref, ref_ink, ref_lab, ocr_mask, seed, self.diag)
             shp2 = ME.arrow_shape(m2, ref) if m2 is not None else None
-            arrows.append(seed if shp2 is None else RefArrow(seed.kind, seed.object_id, m2, shp2))
+            arrows.append(seed if shp2 is None else RefArrow(seed.kind, seed.object_id, m2, shp2, seed))
         return {"image": ref, "ocr": boxes, "lines": lines, "arrows": arrows, "ink": ME.ink(ref),
                 "has_layer": bool(self.layer), "label_mask": label_mask}
 
@@ -239,6 +242,34 @@ class CaseRefs:
         consts = line2.numbers()
         return {"vocab": vocab, "line2": line2, "line3": line3, "annotated": annotated, "constants": consts,
                 "letter": f.correct_letter.strip().upper()}
+
+
+SPEED_LABEL = re.compile(r"^\s*[vVνyY]\s*[=:]\s*(-?\d+(?:[.,]\d+)?)\s*(.*)$")
+
+
+def _label_rank(text: str) -> int:
+    """How completely a reading spells a speed label: 2 `v = number`, 1 a number, 0 neither."""
+    if SPEED_LABEL.match(text.replace("—", "-")):
+        return 2
+    return 1 if re.search(r"\d", text) else 0
+
+
+def _merge_readings(full: list, isolated: list) -> list:
+    """OCR of the whole frame and of the orange layer isolated, as one list: where two readings of the
+    two passes overlap, the one that spells the label more completely is kept (the full frame on a
+    tie). Orange text on a busy floor often reads as its number alone in the full frame and as the
+    whole `v = …` when isolated, and the other way round over an orange-ish object."""
+    def overlap(a, b) -> bool:
+        return min(a.box[2], b.box[2]) > max(a.box[0], b.box[0]) and min(a.box[3], b.box[3]) > max(a.box[1], b.box[1])
+
+    out = list(full)
+    for b in isolated:
+        rivals = [o for o in out if overlap(o, b) and (_label_rank(o.text) or _label_rank(b.text))]
+        if not rivals:
+            out.append(b)
+        elif all(_label_rank(b.text) > _label_rank(o.text) for o in rivals):
+            out = [o for o in out if not any(o is r for r in rivals)] + [b]
+    return out
 
 
 def locate_object(ans: np.ndarray, ref: np.ndarray, mask: np.ndarray, radius: float):
@@ -373,6 +404,7 @@ class ProgrammaticJudge:
                 if S[a, b] >= 0.34:
                     match[ver[a]] = b
         content, pos, read, size_s, col, style = [], [], [], [], [], []
+        quantities: list[float] = []   # per matched line: share of the reference's numbers read unchanged
         used_boxes = []
         for i, l in enumerate(lines):
             rc = ((l.box[0] + l.box[2]) / 2, (l.box[1] + l.box[3]) / 2)
@@ -385,6 +417,7 @@ class ProgrammaticJudge:
                 sim = OCR.similarity(l.text, bx.text)
                 c = min(1.0, sim / max(l.ref_sim, 1e-6))
                 c = 1.0 if c >= 0.999 else c
+                quantities.append(OCR.numbers_kept(l.ref_read or l.text, bx.text))
                 p = _text_props(ans, bx.box)
                 content.append(c)
                 pos.append(ME.ramp(math.dist(bx.center, rc), 0.006 * diag, 0.05 * diag))
@@ -413,7 +446,7 @@ class ProgrammaticJudge:
         ans_ink = ME.ink(ans)
         ans_lab = to_lab(ans)
         for a in pt["arrows"]:
-            m = self._find_arrow(ans, ans_ink, ans_lab, ocr_mask, a, diag)
+            m = self._find_arrow(ans, ans_ink, ans_lab, ocr_mask, a.seed or a, diag)
             shp = ME.arrow_shape(m, ans) if m is not None else None
             if shp is not None:
                 used_arrow |= ME.dilate(m, 3)
@@ -470,7 +503,9 @@ class ProgrammaticJudge:
             "text_size_match": mean(size_s) if lines else NA,
             "text_color_match": mean(col) if lines else NA,
             "text_position_match": mean(pos) if lines else NA,
-            "text_content_match": mean(content) if lines else NA,
+            # "every single annotation EXACTLY": a changed quantity is wrong content however few glyphs
+            # it changes, so the worst line's share of unchanged numbers scales the mean similarity
+            "text_content_match": mean(content) * min(quantities, default=1.0) if lines else NA,
             "text_readability": mean(read) if lines else NA,
             "axes_color_match": ax["color"], "axes_style_match": ax["style"], "axes_size_match": ax["size"],
             "axes_position_match": ax["position"], "axes_angle_match": axes_angle if axes_items else NA,
@@ -599,7 +634,7 @@ class ProgrammaticJudge:
         if F is None:
             raise ValueError("the case has no formula answer key")
         scale = 2.0 if max(ans.shape[:2]) <= 1280 else 1.0
-        ls = OCR.lines(OCR.read_text(ans, scale=scale))
+        ls = OCR.logical_lines(OCR.lines(OCR.read_text(ans, scale=scale)))
         ls = [l for l in ls if OCR.normalise(l.text)]
         import re
 
@@ -628,9 +663,10 @@ class ProgrammaticJudge:
                           formula_operators_correct=1.0)
             notes.append("formula equivalent to the correct one")
         else:
-            scores["formula_variables_correct"] = MT.jaccard(l2.symbols, exp2.symbols)
-            scores["formula_constants_correct"] = MT.multiset_f1(l2.numbers(), consts) if consts else NA
-            scores["formula_operators_correct"] = MT.sequence_similarity(l2.operators(), exp2.operators())
+            v, c, o = MT.element_scores(l2, exp2, vocab)
+            scores["formula_variables_correct"] = v
+            scores["formula_constants_correct"] = c if consts else NA
+            scores["formula_operators_correct"] = o
             notes.append("formula differs from the correct one" + (f" ({l2.errors[0]})" if l2.errors else ""))
         # line 3
         annotated = sorted(F["annotated"])
@@ -707,10 +743,7 @@ class ProgrammaticJudge:
         boxes = OCR.lines(OCR.read_text(ans, scale=2.0), gap=1.5)
         iso = np.where(ME.dilate(np.linalg.norm(ans_lab - orange_lab, axis=2) < 45, 0)[..., None], 0, 255).astype(np.uint8)
         iso = np.repeat(iso, 3, axis=2)
-        for b in OCR.lines(OCR.read_text(iso, scale=2.0), gap=1.5):
-            if not any(min(b.box[2], o.box[2]) > max(b.box[0], o.box[0]) and min(b.box[3], o.box[3]) > max(b.box[1], o.box[1])
-                       for o in boxes if re.search(r"\d", o.text)):
-                boxes.append(b)
+        boxes = _merge_readings(boxes, OCR.lines(OCR.read_text(iso, scale=2.0), gap=1.5))
         # annotation removal: the input's annotations over the expected scene
         scores: dict[str, float] = {}
         pt = R.pt()
@@ -730,6 +763,7 @@ class ProgrammaticJudge:
         # answer by masked template matching; the best place gives position, the match gives appearance
         posl, app, cents = [], [], {}
         located = np.zeros(ref.shape[:2], bool)
+        on_objects = np.zeros(ref.shape[:2], bool)
         for oid, g in gt.items():
             if not g.any():
                 continue
@@ -739,7 +773,10 @@ class ProgrammaticJudge:
                 continue
             (dx, dy), de = hit
             a = ME.shifted(g, dy, dx)
-            located |= a
+            on_objects |= a
+            body = g & ~ref_orange
+            if body.any() and ME.colour_score(ME.median_lab(ref, body), orange_lab, 30.0) > 0:
+                located |= a    # an orange-looking object: its pixels must not pass for arrow pixels
             ya, xa = np.nonzero(a)
             cents[oid] = np.array([xa.mean() + 0.5, ya.mean() + 0.5])
             quality = ME.ramp(de, 8.0, 30.0)
@@ -749,11 +786,16 @@ class ProgrammaticJudge:
         scores["object_appearance_match"] = float(np.mean(app)) if app else 0.0
         # velocity arrows
         moving = [s for s in case.target_state if s.moving]
-        # only boxes that read as text with a number or '=' hide pixels (an arrow can be "read" as a glyph)
-        text_mask = ME.box_mask(ans.shape, [b.box for b in boxes if re.search(r"[\d=]", b.text)], pad=2)
-        # arrow pixels: orange outside the located objects (an orange object must not lengthen its arrow);
-        # the arrow of an object is the largest orange component near it (label glyphs are smaller)
-        arrows_px = orange & ~ME.dilate(located, 1)
+        # arrow pixels: orange outside the orange-looking objects. Every arrow starts at its object's
+        # centre, so the orange is cut there: the collinear arrows of two bodies that move together
+        # (one's tip at the other's centre) become one component each
+        anchors = [cents.get(s.id, np.array(layer_arrows[s.id]["start"]) if s.id in layer_arrows
+                             else np.array(s.center_image or (0, 0))) for s in moving]
+        width = max([float(a.get("width", 4)) for a in layer_arrows.values()] or [4.0])
+        cut = np.zeros(ref.shape[:2], np.uint8)
+        for a in anchors:
+            cv2.circle(cut, (int(round(a[0])), int(round(a[1]))), int(round(1.5 * width)), 1, -1)
+        arrows_px = orange & ~ME.dilate(located, 1) & ~cut.astype(bool)
         n, lab, stats, _ = cv2.connectedComponentsWithStats(arrows_px.astype(np.uint8), connectivity=8)
         comps = [lab == i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= 20]
         if not moving:
@@ -762,10 +804,6 @@ class ProgrammaticJudge:
             style, origin, direc = [], [], []
             shapes = [ME.arrow_shape(c, ans) for c in comps]
             cand = [i for i, sh in enumerate(shapes) if sh is not None and sh.length >= 20]
-            anchors = []
-            for s in moving:
-                anchors.append(cents.get(s.id, np.array(layer_arrows[s.id]["start"]) if s.id in layer_arrows
-                                        else np.array(s.center_image or (0, 0))))
             from scipy.optimize import linear_sum_assignment
 
             assign: dict[int, int] = {}
@@ -790,7 +828,7 @@ class ProgrammaticJudge:
                 if shp is None:
                     style.append(0.0); origin.append(0.0); direc.append(0.0)
                     continue
-                ring = ME.dilate(c, 2) & ~c & ~orange
+                ring = ME.dilate(c, 2) & ~c & ~orange & ~ME.dilate(on_objects, 1)   # an outline shows off the objects
                 dark = float(np.mean(ans_lab[ring][:, 0] < 0.6 * float(np.median(ans_lab[c][:, 0])))) if ring.any() else 0.0
                 style.append(ME.colour_score(shp.lab, orange_lab, 35.0) * ME.ramp(dark, 0.25, 0.7))
                 centre = anchors[si]
@@ -811,7 +849,7 @@ class ProgrammaticJudge:
             scores["arrow_from_center"] = float(np.mean(origin))
             scores["arrow_direction_match"] = float(np.mean(direc))
         # speed labels
-        pat = re.compile(r"^\s*[vVνyY]\s*[=:]\s*(-?\d+(?:[.,]\d+)?)\s*(.*)$")
+        pat = SPEED_LABEL
         labels = []
         for b in boxes:
             m = pat.match(b.text.replace("—", "-"))
@@ -872,6 +910,7 @@ class ProgrammaticJudge:
         gframe, inst = gt.frames[0], gt.instances[0]
         gmasks = {o.id: (inst == o.instance_id) if inst is not None else np.zeros(gframe.shape[:2], bool)
                   for o in case.objects}
+        ctx.time, ctx.gt_frame = float(t), gframe
         seg = self.segmenter.segment(frame, ctx)
         diag = R.diag
         out: dict[str, Any] = {"centroids": {}, "gt_centroids": {}, "sizes": {}}
@@ -928,7 +967,7 @@ class ProgrammaticJudge:
 
     def _ded_keyframe(self, case, R: CaseRefs, frames, request):
         t = float(request.facts.get("time_point", case.timestamps[0]))
-        ctx = context_for_case(case, "deduction")
+        ctx = deduction_context(case, frames[-1:])
         m = self._ded_frame(case, R, frames[-1], t, ctx)
         return {"gen_annotations_removed": NA if m["removed"] is None else m["removed"],
                 "object_consistency": m["consistency"], "visual_quality": m["quality"],
@@ -937,7 +976,7 @@ class ProgrammaticJudge:
 
     def _ded_video(self, case, R: CaseRefs, frames, request):
         times = self._times(case, frames, request.facts or {})
-        ctx = context_for_case(case, "deduction")
+        ctx = deduction_context(case, frames)
         per = []
         for f, t in zip(frames, times):
             per.append(self._ded_frame(case, R, f, t, ctx))

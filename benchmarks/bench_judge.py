@@ -1,6 +1,7 @@
 """Calibration and discrimination of the programmatic judge (prints tables; asserts nothing).
 
-    python benchmarks/bench_judge.py --cases orchard [--calibrate-per-task N] [--per-task 2] [--jobs 2]
+    python benchmarks/bench_judge.py --cases orchard [--calibrate-per-task N] [--baselines-per-task M]
+                                     [--per-task 2] [--jobs 2]
 
 Calibration: the oracle, blank and static baselines (image protocol) on every case (or N per task),
 all five subtracks; targets: the oracle ≥ 0.98 on ≥ 99 % of cases per subtrack and never below 0.9,
@@ -29,6 +30,8 @@ def main() -> None:
     ap.add_argument("--cases", required=True)
     ap.add_argument("--calibrate-per-task", type=int, default=None, help="default: every case")
     ap.add_argument("--per-task", type=int, default=2, help="cases per task for discrimination")
+    ap.add_argument("--baselines-per-task", type=int, default=None,
+                    help="cases per task for the blank and static baselines (default: as calibrated)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--work", help="answer folder (default: a temporary one)")
     ap.add_argument("--json", help="write the per-answer rows here")
@@ -37,7 +40,8 @@ def main() -> None:
     dis = sample(args.cases, args.per_task)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        rep = run(args.cases, args.work or tmp, cal, dis, jobs=args.jobs, progress=True)
+        base = None if args.baselines_per_task is None else sample(args.cases, args.baselines_per_task)
+        rep = run(args.cases, args.work or tmp, cal, dis, jobs=args.jobs, progress=True, baselines=base)
     print(f"{len(cal)} cases calibrated, {len(dis)} discriminated, {len(rep.rows)} answers judged in "
           f"{time.perf_counter() - t0:.0f} s on {args.jobs} processes\n")
     print("\n".join(rep.lines))

@@ -84,13 +84,14 @@ def _submission(root: Path, model: str) -> None:
                                                        "prompt_version": "orchard-prompts-v1"}), encoding="utf-8")
 
 
-def write_answers(cases: str, work: Path, calibrate: Sequence[str], discriminate: Sequence[str]
-                  ) -> tuple[list[tuple[str, str, str, str]], dict[str, dict]]:
+def write_answers(cases: str, work: Path, calibrate: Sequence[str], discriminate: Sequence[str],
+                  baselines: Sequence[str] | None = None) -> tuple[list[tuple[str, str, str, str]], dict[str, dict]]:
     """Writes every answer under `work`; returns the scoring tasks and, per wrong answer, what it
-    should move ((variant, case) → {"catch": …, "also": …, "subtrack": …})."""
+    should move ((variant, case) → {"catch": …, "also": …, "subtrack": …}). The oracle runs on
+    `calibrate`, blank and static on `baselines` (default: the same cases)."""
     tasks: list[tuple[str, str, str, str]] = []
     for kind in BASELINES:
-        ids = calibrate if kind == "oracle" else list(calibrate)
+        ids = list(calibrate) if kind == "oracle" or baselines is None else list(baselines)
         root = work / kind
         if not (root / "submission.json").is_file():
             write_baseline(kind, load_dataset(cases, case_ids=list(ids)), root, protocol="image", num_rollouts=1)
@@ -259,10 +260,11 @@ def sample(cases: str, per_task: int | None) -> list[str]:
 
 
 def run(cases: str, work: str | Path, calibrate: Iterable[str], discriminate: Iterable[str], jobs: int = 1,
-        progress: bool = False) -> Report:
+        progress: bool = False, baselines: Iterable[str] | None = None) -> Report:
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    tasks, meta = write_answers(cases, work, list(calibrate), list(discriminate))
+    tasks, meta = write_answers(cases, work, list(calibrate), list(discriminate),
+                                None if baselines is None else list(baselines))
     rows: list[dict[str, Any]] = []
     if jobs <= 1:
         _init(cases)

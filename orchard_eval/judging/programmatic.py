@@ -84,21 +84,28 @@ class RefArrow:
     seed: "RefArrow | None" = None   # what the search starts from (the layer's arrow); None: this one
 
 
-def _text_props(img: np.ndarray, box) -> dict:
+def _text_props(img: np.ndarray, box, contrast: float | None = None) -> dict:
+    """Ink measures of a text box: colour (median Lab) and height of the thresholded ink, and stroke
+    weight from the ink *mass* (each pixel's ΔE from the box's background over the ink contrast,
+    clipped to 1), which blur and lossy coding move far less than a thresholded count does. `contrast`: the ΔE of full ink
+    (the reference's, so that an answer is weighed on the reference's scale); default: this box's own."""
     H, W = img.shape[:2]
     x0, y0 = max(0, int(math.floor(box[0]))), max(0, int(math.floor(box[1])))
     x1, y1 = min(W, int(math.ceil(box[2]))), min(H, int(math.ceil(box[3])))
     if x1 - x0 < 2 or y1 - y0 < 2:
-        return {"height": 0.0, "lab": None, "density": 0.0, "sharp": 0.0}
+        return {"height": 0.0, "lab": None, "density": 0.0, "sharp": 0.0, "contrast": 0.0}
     patch = img[y0:y1, x0:x1]
     lab = to_lab(patch)
     bg = np.median(lab.reshape(-1, 3), axis=0)
     d = np.linalg.norm(lab - bg, axis=2)
     inkm = d > max(30.0, 0.4 * float(d.max()))
+    own = float(np.percentile(d[inkm], 90)) if inkm.any() else 0.0
+    c = contrast if contrast else own
+    mass = np.clip((d - 8.0) / max(c - 8.0, 1.0), 0.0, 1.0)        # ΔE < 8: background noise, no ink
     ys = np.nonzero(inkm.any(axis=1))[0]
     height = float(ys.max() - ys.min() + 1) if ys.size else 0.0
     return {"height": height, "lab": np.median(lab[inkm], axis=0) if inkm.any() else None,
-            "density": float(inkm.mean()), "sharp": ME.gradient_energy(patch)}
+            "density": float(mass.mean()), "sharp": ME.gradient_energy(patch), "contrast": own}
 
 
 def _segment_arrow_ref(ref: np.ndarray, a: dict, label_mask: np.ndarray) -> np.ndarray:
@@ -174,7 +181,6 @@ class CaseRefs:
         label_mask = ME.box_mask(ref.shape, [l["box"] for l in labels], pad=1) if labels else np.zeros(ref.shape[:2], bool)
         arrows: list[RefArrow] = []
         ref_ink, ref_lab = ME.ink(ref), to_lab(ref)
-        ocr_mask = ME.box_mask(ref.shape, [b.box for b in boxes], pad=2)
         for a in (self.layer or {}).get("arrows", []) if self.layer else []:
             m = _segment_arrow_ref(ref, a, label_mask)
             shp = ME.arrow_shape(m, ref)
@@ -182,7 +188,7 @@ class CaseRefs:
                 continue
             seed = RefArrow("axis" if a.get("kind") == "axis" else "velocity", a.get("object_id"), m, shp)
             # measure the reference exactly as an answer is measured, so identical pixels score 1
-            m2 = ProgrammaticJudge._find_arrow(ref, ref_ink, ref_lab, ocr_mask, seed, self.diag)
+            m2 = ProgrammaticJudge._find_arrow(ref, ref_ink, ref_lab, label_mask, seed, self.diag)
             shp2 = ME.arrow_shape(m2, ref) if m2 is not None else None
             arrows.append(seed if shp2 is None else RefArrow(seed.kind, seed.object_id, m2, shp2, seed))
         return {"image": ref, "ocr": boxes, "lines": lines, "arrows": arrows, "ink": ME.ink(ref),
@@ -270,6 +276,53 @@ def _merge_readings(full: list, isolated: list) -> list:
         elif all(_label_rank(b.text) > _label_rank(o.text) for o in rivals):
             out = [o for o in out if not any(o is r for r in rivals)] + [b]
     return out
+
+
+SIGMAS = (0.0, 0.4, 0.6, 0.8, 1.0, 1.3, 1.6, 2.0, 2.5)
+
+
+def _blurred(ch: np.ndarray, sigma: float) -> np.ndarray:
+    return ch if sigma == 0 else cv2.GaussianBlur(ch, (0, 0), sigma)
+
+
+def matched_softness(ans: np.ndarray, ref: np.ndarray, region: np.ndarray) -> tuple[float, float]:
+    """(luma σ, chroma σ): the Gaussian blurs (px, from SIGMAS) of the reference's luma and chroma that
+    bring it closest to the answer on `region` (mean absolute difference). Lossy codecs subsample and
+    soften colour much more than brightness, so the two are matched separately; (0, 0) for an answer
+    as sharp as the reference."""
+    if not region.any():
+        return 0.0, 0.0
+    A = cv2.cvtColor(np.ascontiguousarray(ans), cv2.COLOR_RGB2YCrCb).astype(np.float32)
+    F = cv2.cvtColor(np.ascontiguousarray(ref), cv2.COLOR_RGB2YCrCb).astype(np.float32)
+    out = []
+    for chans in ((0,), (1, 2)):
+        best, err = 0.0, None
+        for sg in SIGMAS:
+            e = float(np.mean([np.mean(np.abs(_blurred(F[..., c], sg)[region] - A[..., c][region])) for c in chans]))
+            if err is None or e < err - 1e-6:
+                best, err = sg, e
+        out.append(best)
+    return out[0], out[1]
+
+
+def softened(ref: np.ndarray, luma: float, chroma: float) -> np.ndarray:
+    """`ref` with its luma and chroma blurred by the given σ (px)."""
+    if luma == 0 and chroma == 0:
+        return ref
+    F = cv2.cvtColor(np.ascontiguousarray(ref), cv2.COLOR_RGB2YCrCb).astype(np.float32)
+    for c, sg in ((0, luma), (1, chroma), (2, chroma)):
+        F[..., c] = _blurred(F[..., c], sg)
+    return cv2.cvtColor(np.clip(F + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_YCrCb2RGB)
+
+
+def sharpness_score(answer: float, reference: float) -> float:
+    """Readability's sharpness term: an answer down to half the reference's gradient energy is crisp
+    enough (lossy coding and resampling soften small text that much), 0 at 0.15 of it; a sharper one
+    (noise, ringing) loses by log-ratio, 0 at 2.5 times."""
+    if answer <= 0 or reference <= 0:
+        return 0.0
+    r = answer / reference
+    return ME.log_ratio_score(answer, reference, 2.5) if r >= 1 else ME.ramp(r, 0.5, 0.15)
 
 
 def locate_object(ans: np.ndarray, ref: np.ndarray, mask: np.ndarray, radius: float):
@@ -387,6 +440,14 @@ class ProgrammaticJudge:
         boxes = OCR.read_text(ans)
         lines = pt["lines"]
         ver = [i for i, l in enumerate(lines) if l.verifiable]
+        # style, size and colour are compared at the answer's sharpness: the reference is blurred as
+        # much as the answer is softer than it (lossy coding, resampling and blur thin and pale the
+        # thresholded ink of both alike), so only a different drawing scores lower
+        soft = matched_softness(ans, pt["image"], ME.dilate(pt["ink"], 3))
+        sigma = max(soft)
+        ref_at = softened(pt["image"], *soft)
+        if sigma:
+            notes.append(f"reference compared at the answer's sharpness (luma σ {soft[0]:g}, chroma σ {soft[1]:g} px)")
         # one-to-one matching of reference lines to answer boxes
         from scipy.optimize import linear_sum_assignment
 
@@ -418,10 +479,10 @@ class ProgrammaticJudge:
                 c = min(1.0, sim / max(l.ref_sim, 1e-6))
                 c = 1.0 if c >= 0.999 else c
                 quantities.append(OCR.numbers_kept(l.ref_read or l.text, bx.text))
-                p = _text_props(ans, bx.box)
+                p = _text_props(ans, bx.box, l.props.get("contrast"))
                 content.append(c)
                 pos.append(ME.ramp(math.dist(bx.center, rc), 0.006 * diag, 0.05 * diag))
-                read.append(min(1.0, bx.score / l.ref_conf) * ME.log_ratio_score(p["sharp"], l.props["sharp"], 2.5) * c)
+                read.append(min(1.0, bx.score / l.ref_conf) * sharpness_score(p["sharp"], l.props["sharp"]) * c)
             else:
                 hit = self._template(ans, pt["image"], l.box, 0.05 * diag)
                 if hit is None:
@@ -430,23 +491,29 @@ class ProgrammaticJudge:
                 ncc, box = hit
                 used_boxes.append(box)
                 c = ME.ramp(ncc, 0.9, 0.4)
-                p = _text_props(ans, box)
+                p = _text_props(ans, box, l.props.get("contrast"))
                 content.append(c)
                 bc = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
                 pos.append(ME.ramp(math.dist(bc, rc), 0.006 * diag, 0.05 * diag) if c > 0 else 0.0)
-                read.append(c * ME.log_ratio_score(p["sharp"], l.props["sharp"], 2.5))
-            rp = l.props
+                read.append(c * sharpness_score(p["sharp"], l.props["sharp"]))
+            rp = l.props if sigma == 0 else _text_props(ref_at, l.box, l.props.get("contrast"))
             size_s.append(ME.log_ratio_score(p["height"], rp["height"], 1.5))
             col.append(ME.colour_score(p["lab"], rp["lab"]))
             style.append(ME.log_ratio_score(p["density"], rp["density"], 1.6))
         # arrows
-        ocr_mask = ME.box_mask(ans.shape, [b.box for b in boxes], pad=2)
         arrow_res = {"axis": [], "velocity": []}
         used_arrow = np.zeros(ans.shape[:2], bool)
         ans_ink = ME.ink(ans)
         ans_lab = to_lab(ans)
+        # arrows are searched for outside the layer's label boxes (stable, unlike OCR boxes, which can
+        # swallow an arrow next to its axis letter)
+        labels_px = pt["label_mask"]
         for a in pt["arrows"]:
-            m = self._find_arrow(ans, ans_ink, ans_lab, ocr_mask, a.seed or a, diag)
+            if sigma:   # the reference's arrow measured at the answer's sharpness, by the same search
+                mr = self._find_arrow(ref_at, ME.ink(ref_at), to_lab(ref_at), labels_px, a.seed or a, diag)
+                sr = ME.arrow_shape(mr, ref_at) if mr is not None else None
+                a = a if sr is None else RefArrow(a.kind, a.object_id, mr, sr, a.seed or a)
+            m = self._find_arrow(ans, ans_ink, ans_lab, labels_px, a.seed or a, diag)
             shp = ME.arrow_shape(m, ans) if m is not None else None
             if shp is not None:
                 used_arrow |= ME.dilate(m, 3)
@@ -547,13 +614,12 @@ class ProgrammaticJudge:
         win = np.zeros((H, W), bool)
         win[max(0, ys.min() - pad):min(H, ys.max() + pad + 1), max(0, xs.min() - pad):min(W, xs.max() + pad + 1)] = True
         de = np.linalg.norm(ans_lab - a.shape.lab, axis=2)
-        cand = ans_ink & win & (de < 40) & ~ocr_mask
-        m = ME.largest_component(cand)
-        if m.sum() < 0.2 * a.shape.n:
-            m = ME.largest_component(ans_ink & win & ~ocr_mask)
-            if m.sum() < 0.2 * a.shape.n:
-                return None
-        return m
+        # in the arrow's colour first (outside the masked boxes, then anywhere), any ink last
+        for cand in (ans_ink & win & (de < 40) & ~ocr_mask, ans_ink & win & (de < 40), ans_ink & win & ~ocr_mask):
+            m = ME.largest_component(cand)
+            if m.sum() >= 0.2 * a.shape.n:
+                return m
+        return None
 
     # =========================================================================================
     # Perception-Graphic

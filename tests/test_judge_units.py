@@ -207,3 +207,63 @@ def test_agreement_reads_folders_of_runs_and_cli(tmp_path, capsys):
     assert res["n_paired"] == 15 and res["overall"]["model"]["pearson"] == pytest.approx(1.0)
     assert main(["agreement", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     assert "Overall model average" in capsys.readouterr().out
+
+
+def test_product_dot_read_as_period_is_a_product():
+    want = MT.parse("v_1 = 2·9.81·h", VOCAB)
+    assert MT.system_match(MT.parse("v_1 = 2.9.81·h", VOCAB), want) == 1.0
+    assert MT.system_match(MT.parse("v_1 = 2.g·h", VOCAB), MT.parse("v_1 = 2·g·h", VOCAB)) == 1.0
+
+
+def test_element_scores_are_per_equation_and_exact():
+    want = MT.parse("v_1 = (m_1 - m_2)·u_1/(m_1 + m_2), v_2 = 2·m_1·u_1/(m_1 + m_2)", VOCAB)
+    # one equation right, the other with a wrong structure (swapped difference): half credit + not all right
+    got = MT.parse("v_1 = (m_2 - m_1)·u_1/(m_1 + m_2), v_2 = 2·m_1·u_1/(m_1 + m_2)", VOCAB)
+    v, c, o = MT.element_scores(got, want, VOCAB)
+    assert (v, c, o) == (1.0, 1.0, 0.25)
+    # another law altogether: symbols and operators wrong; the equation it pairs with (v_1, no number)
+    # has the right constants (none), the unpaired v_2 counts as wrong
+    assert MT.element_scores(MT.parse("F = k·x", VOCAB), want, VOCAB) == (0.0, 0.25, 0.0)
+
+
+def test_numbers_are_quantities_not_glyphs():
+    from orchard_eval.judging import ocr as OCR
+
+    assert OCR.numbers("g = 9.81 m/s²") == [9.81]
+    assert OCR.numbers("v0 = 2,5 m/s, m_1 = 3") == [2.5, 3.0]
+    assert OCR.numbers_kept("m = 17.00 kg", "m=17.00kg") == 1.0
+    assert OCR.numbers_kept("m = 17.00 kg", "m = 12.00 kg") == 0.0      # one glyph, a wrong quantity
+    assert OCR.numbers_kept("θ = 35°", "θ = 35°, extra 4") == 1.0
+    assert OCR.numbers_kept("x", "anything") == 1.0
+
+
+def test_wrapped_rows_join_into_logical_lines():
+    from orchard_eval.judging.ocr import TextBox, logical_lines
+
+    rows = [TextBox("D", 1.0, (300, 80, 320, 100)),
+            TextBox("v_1 = a + b,", 1.0, (100, 120, 500, 140)),
+            TextBox("v_2 = c", 1.0, (200, 143, 400, 163)),
+            TextBox("v_1 = 1 + 2,", 1.0, (100, 190, 500, 210)),
+            TextBox("v_2 = 3", 1.0, (200, 213, 400, 233))]
+    out = logical_lines(rows)
+    assert [l.text for l in out] == ["D", "v_1 = a + b, v_2 = c", "v_1 = 1 + 2, v_2 = 3"]
+    # a row ending without a separator, or far below, starts a new line
+    assert len(logical_lines([rows[1], TextBox("v_2 = c", 1.0, (200, 300, 400, 320))])) == 2
+
+
+def test_remnant_by_parts_is_not_fooled_by_many_removed_parts():
+    from orchard_eval.judging.measure import remnant_by_parts
+
+    bg = np.full((40, 200, 3), 255, np.uint8)
+    ann = bg.copy()
+    parts = []
+    for k in range(4):
+        ann[10:20, 10 + 45 * k:40 + 45 * k] = 0
+        m = np.zeros(bg.shape[:2], bool)
+        m[8:22, 8 + 45 * k:42 + 45 * k] = True
+        parts.append(m)
+    clean = remnant_by_parts(bg, bg, ann, parts)
+    one_left = bg.copy()
+    one_left[10:20, 10:40] = 0
+    assert clean == 1.0
+    assert remnant_by_parts(one_left, bg, ann, parts) <= 0.4

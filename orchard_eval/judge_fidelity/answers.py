@@ -237,6 +237,26 @@ def fg_arrow_off_object(case: EvalCase) -> WrongAnswer | None:
                                                            "velocity_label_no_unit"))
 
 
+def fg_outlined_arrow(case: EvalCase) -> WrongAnswer | None:
+    """F-G: the reference with a 2 px dark outline around every arrow (the rubric asks borderless)."""
+    refs = _json(case, "references") or {}
+    layer = refs.get("formulation_graphic") if isinstance(refs, dict) else None
+    if not layer or not layer.get("arrows") or not case.has("formulation_graphic"):
+        return None
+    img = case.image("formulation_graphic").copy()
+    lab = to_lab(img)
+    orange = np.linalg.norm(lab - to_lab(np.array([[ORANGE_RGB]], np.uint8))[0, 0], axis=2) < 45
+    near = np.zeros(img.shape[:2], np.uint8)
+    for a in layer["arrows"]:
+        cv2.line(near, tuple(int(round(v)) for v in a["start"]), tuple(int(round(v)) for v in a["end"]), 1,
+                 int(a.get("width", 5)) * 4)
+    arrow = orange & (near > 0)
+    ring = cv2.dilate(arrow.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool) & ~arrow
+    img[ring] = (25, 25, 25)
+    return WrongAnswer("fg_outlined_arrow", "formulation_graphic", ("arrow_is_borderless_orange",), img,
+                       also=("object_appearance_match", "object_position_match"))
+
+
 # --- Perception-Graphic ------------------------------------------------------------------------------
 def pg_label_left_on(case: EvalCase) -> WrongAnswer | None:
     """P-G: one of the input's labels (not an axis letter) left on the answer."""
@@ -291,7 +311,7 @@ def pg_extra_object(case: EvalCase) -> WrongAnswer | None:
 
 
 WRONG = (pt_changed_digit, ft_other_letter, ft_changed_values, ft_distractor_formula, fg_changed_speed,
-         fg_reversed_arrow, fg_arrow_off_object, pg_label_left_on, pg_extra_object)
+         fg_reversed_arrow, fg_arrow_off_object, fg_outlined_arrow, pg_label_left_on, pg_extra_object)
 
 
 def wrong_answers(case: EvalCase) -> list[WrongAnswer]:

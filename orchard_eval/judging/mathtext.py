@@ -421,7 +421,8 @@ def element_scores(answer: Parsed, expected: Parsed, vocab: "Vocab | None" = Non
     to, else the one with the same left side, else the most alike. An equivalent pair is right on all
     three; otherwise each element is right only when it is exactly the expected one (symbol set, number
     multiset, operator sequence) and, where all three are, the structure is wrong and operators count 0.
-    Each score is the share of right equations over the larger count of equations."""
+    Each score is ½ the share of right equations (over the larger count of equations) + ½ whether all
+    are right."""
     exp = _pieces(expected.text, vocab) if vocab is not None else _pieces_from(expected)
     ans = _pieces(answer.text, vocab) if vocab is not None else _pieces_from(answer)
     if not exp or not ans:
@@ -448,7 +449,9 @@ def element_scores(answer: Parsed, expected: Parsed, vocab: "Vocab | None" = Non
         o = a.operators() == e.operators() and not (v and c)
         sums = [sums[0] + v, sums[1] + c, sums[2] + o]
     n = max(len(exp), len(ans))
-    return sums[0] / n, sums[1] / n, sums[2] / n
+    # half the share of right equations, half whether the whole system is right: a system with one
+    # wrong law is not "written correctly", yet keeps credit for the laws it got right
+    return tuple(0.5 * x / n + 0.5 * (x == n) for x in sums)
 
 
 def _pieces_from(p: Parsed) -> list[Parsed]:

@@ -216,8 +216,15 @@ class CaseRefs:
             text = inkm & ~axes & ~vel & (other_lab | ~ME.dilate(axes | vel, 3))
         else:
             text, axes, vel = inkm, None, None
+        # each annotation on its own (a label box, an arrow), for the per-annotation removal measure
+        parts = {"axes": [], "velocity": [], "text": []}
+        if self.layer:
+            for a in pt["arrows"]:
+                parts["axes" if a.kind == "axis" else "velocity"].append(ME.dilate(a.mask, 2))
+            for l in labels:
+                parts["axes" if l.get("kind") == "axis" else "text"].append(ME.box_mask(inkm.shape, [l["box"]], pad=1))
         return {"axes": axes, "velocity": vel if (vel is not None and vel.any()) else None, "text": text,
-                "all": inkm}
+                "all": inkm, "parts": parts}
 
     # -- formulas --------------------------------------------------------------------------------
     def formulas(self):
@@ -645,7 +652,8 @@ class ProgrammaticJudge:
                 if m is None:
                     scores[crit] = NA
                     continue
-                v = ME.remnant_removal(ans, ref, pt["image"], m & keep)
+                parts = [q & m & keep for q in ann["parts"][key]] or [m & keep]
+                v = ME.remnant_by_parts(ans, ref, pt["image"], parts)
                 scores[crit] = NA if v is None else v
         else:
             scores.update(coord_axes=NA, velocity_arrows=NA, text_annotations=NA)
@@ -894,8 +902,15 @@ class ProgrammaticJudge:
                 if shp is None:
                     style.append(0.0); origin.append(0.0); direc.append(0.0)
                     continue
-                ring = ME.dilate(c, 2) & ~c & ~orange & ~ME.dilate(on_objects, 1)   # an outline shows off the objects
-                dark = float(np.mean(ans_lab[ring][:, 0] < 0.6 * float(np.median(ans_lab[c][:, 0])))) if ring.any() else 0.0
+                # an outline is a ring darker than the arrow AND than what lies just beyond it (a
+                # borderless arrow over a dark floor is not outlined); measured off the objects
+                off = ~orange & ~ME.dilate(on_objects, 1)
+                ring = ME.dilate(c, 2) & ~c & off
+                outer = ME.dilate(c, 5) & ~ME.dilate(c, 2) & off
+                dark = 0.0
+                if ring.any() and outer.any():
+                    level = min(0.6 * float(np.median(ans_lab[c][:, 0])), float(np.median(ans_lab[outer][:, 0])) - 15.0)
+                    dark = float(np.mean(ans_lab[ring][:, 0] < level))
                 style.append(ME.colour_score(shp.lab, orange_lab, 35.0) * ME.ramp(dark, 0.25, 0.7))
                 centre = anchors[si]
                 obj = gt.get(s.id)

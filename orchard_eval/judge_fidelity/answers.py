@@ -283,7 +283,8 @@ def pg_label_left_on(case: EvalCase) -> WrongAnswer | None:
 
 
 def pg_extra_object(case: EvalCase) -> WrongAnswer | None:
-    """P-G: a copy of the first object pasted where the answer is empty."""
+    """P-G: a copy of the first object pasted where the answer is empty and the input had no
+    annotation (so that only the object criteria have a reason to move)."""
     if not case.has("perception_graphic"):
         return None
     pg = case.image("perception_graphic").copy()
@@ -291,6 +292,9 @@ def pg_extra_object(case: EvalCase) -> WrongAnswer | None:
     objs = np.zeros(pg.shape[:2], bool)
     for m in masks.values():
         objs |= m
+    if case.has("perception_text"):
+        pt = case.image("perception_text")
+        objs |= np.linalg.norm(to_lab(pt) - to_lab(np.full((1, 1, 3), 255, np.uint8))[0, 0], axis=2) > 10
     H, W = objs.shape
     for m in masks.values():
         ys, xs = np.nonzero(m)

@@ -332,6 +332,11 @@ def sharpness_score(answer: float, reference: float) -> float:
     return ME.log_ratio_score(answer, reference, 2.5) if r >= 1 else ME.ramp(r, 0.5, 0.15)
 
 
+def _blobs(mask: np.ndarray, min_area: float) -> int:
+    n, _, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
+    return int(sum(1 for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_area))
+
+
 def locate_object(ans: np.ndarray, ref: np.ndarray, mask: np.ndarray, radius: float):
     """Best place of the reference object (pixels of `ref` under `mask`) in the answer within
     `radius` px: ((dx, dy), mean ΔE of the object's pixels there), or None."""
@@ -563,9 +568,11 @@ class ProgrammaticJudge:
         # extra marks
         expl = ME.dilate(pt["ink"], 6) | ME.box_mask(ans.shape, used_boxes, pad=3) | used_arrow
         extra = ans_ink & ~expl
-        extra = extra & ~ME.dilate(ME.largest_component(np.zeros_like(extra)), 0)
         ref_area = max(1, int(pt["ink"].sum()))
-        no_extra = ME.ramp(float(extra.sum()) / ref_area, 0.02, 0.5)
+        # "only the reference's annotations" is credited for the annotations the answer shows: an empty
+        # page has no extra marks, and no annotations either
+        shown = [c > 0 for c in content] + [s is not None for items in arrow_res.values() for _, s in items]
+        no_extra = ME.ramp(float(extra.sum()) / ref_area, 0.02, 0.5) * (float(np.mean(shown)) if shown else 1.0)
         white = ME.white_background(ans, ME.dilate(pt["ink"], 8))
         mean = lambda v: float(np.mean(v)) if v else 0.0  # noqa: E731
         if not lines:
@@ -690,7 +697,14 @@ class ProgrammaticJudge:
 
         raw = clean_mask(raw)
         extra = float(raw.sum()) / max(1.0, float(obj_union.sum()))
-        scores["objects_only_from_gt"] = (found / n) * ME.ramp(extra, 0.05, 1.0)
+        # object-sized blobs beyond the reference's: an extra object next to a real one is absorbed
+        # by that object's segment, but it is one more blob than the reference has
+        sizes = [int(g.sum()) for g in gt.values() if g.any()]
+        floor = 0.3 * min(sizes) if sizes else 1
+        ink = clean_mask(ME.ink(ans) & ~(ME.dilate(pt["ink"], 4) if pt is not None else False))
+        surplus = max(0, _blobs(ink, floor) - _blobs(obj_union, floor))
+        extra = max(extra, surplus / n)
+        scores["objects_only_from_gt"] = (found / n) * ME.ramp(extra, 0.05, 0.5)
         scores["object_completeness"] = float(np.mean(comp)) if comp else 0.0
         scores["object_visual_match"] = float(np.mean(vis)) if vis else 0.0
         scores["object_position_match"] = float(np.mean(posl)) if posl else 0.0

@@ -701,8 +701,9 @@ class ProgrammaticJudge:
         # by that object's segment, but it is one more blob than the reference has
         sizes = [int(g.sum()) for g in gt.values() if g.any()]
         floor = 0.3 * min(sizes) if sizes else 1
-        ink = clean_mask(ME.ink(ans) & ~(ME.dilate(pt["ink"], 4) if pt is not None else False))
-        surplus = max(0, _blobs(ink, floor) - _blobs(obj_union, floor))
+        away = ~ME.dilate(pt["ink"], 4) if pt is not None else np.ones(ref.shape[:2], bool)
+        # counted on the reference by the same rule (an input label over an object splits both alike)
+        surplus = max(0, _blobs(clean_mask(ME.ink(ans) & away), floor) - _blobs(clean_mask(ME.ink(ref) & away), floor))
         extra = max(extra, surplus / n)
         scores["objects_only_from_gt"] = (found / n) * ME.ramp(extra, 0.05, 0.5)
         scores["object_completeness"] = float(np.mean(comp)) if comp else 0.0

@@ -267,3 +267,8 @@ def test_remnant_by_parts_is_not_fooled_by_many_removed_parts():
     one_left[10:20, 10:40] = 0
     assert clean == 1.0
     assert remnant_by_parts(one_left, bg, ann, parts) <= 0.4
+
+
+def test_unknown_letters_parse_as_unknown_symbols():
+    p = MT.parse("v_1 = ü·ı + ǳ", VOCAB)      # OCR can return any letter; nothing raises
+    assert MT.system_match(p, MT.parse("v_1 = a", VOCAB)) == 0.0

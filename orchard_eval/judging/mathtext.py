@@ -128,6 +128,10 @@ def tokenize(text: str, vocab: Vocab | None = None) -> list[Tok]:
                 out.append(Tok("num", m.group(0)))
             i += len(m.group(0))
             continue
+        if ch.isalpha() and not ch.isascii():
+            out.append(Tok("sym", ch))     # a letter no rule knows (an OCR misread): an unknown symbol
+            i += 1
+            continue
         if ch.isalpha():
             hit = vocab.match(s, i)
             fm = next((f for f in FUNCS if s.startswith(f, i)), None)

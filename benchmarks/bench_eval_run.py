@@ -1,13 +1,13 @@
 """Throughput of `orchard-eval run` (prints figures; asserts nothing).
 
-    python benchmarks/bench_eval_run.py [--cases DATASET] [--pred-size 1280x720] [--pred-seconds 5]
+    python benchmarks/bench_eval_run.py [--cases DATASET] [--pred-size 1280x720] [--pred-seconds 5] [--judge NAME]
 
 Without --cases a small synthetic 640×360 dataset is written. For every case a prediction directory is
 written whose rollouts are all DISTINCT files (so the per-process cache never answers), shaped like
 real model outputs: the answer videos and a Deduction video of `--pred-seconds` at 24 fps and
 `--pred-size` (the GT motion resampled onto it). The script reports
 
-* responses per second for each subtrack (one process, objective-only scoring),
+* responses per second for each subtrack (one process; objective-only scoring unless `--judge`),
 * for Deduction, our time against a pure PyAV decode of the same videos (decode + RGB conversion of
   every frame, nothing else),
 * an extrapolation to the paper's load, 400 cases × 5 subtracks × 3 rollouts, on 2 cores
@@ -75,6 +75,7 @@ def main() -> None:
     ap.add_argument("--pred-size", default="1280x720")
     ap.add_argument("--pred-seconds", type=float, default=5.0)
     ap.add_argument("--rollouts", type=int, default=2)
+    ap.add_argument("--judge", default="none", help="judge to score with (default none: objective-only)")
     args = ap.parse_args()
     size = tuple(int(x) for x in args.pred_size.split("x"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,7 +95,7 @@ def main() -> None:
         make_predictions(ds_root, pred, size, args.pred_seconds, args.rollouts)
         print(f"wrote predictions ({size[0]}×{size[1]}, Deduction {args.pred_seconds:g} s at 24 fps) "
               f"in {time.perf_counter() - t0:.1f} s")
-        scorer: Scorer = build_scorer(str(ds_root), str(pred), "none", None, "paper", "classical")
+        scorer: Scorer = build_scorer(str(ds_root), str(pred), args.judge, None, "paper", "classical")
         ds = scorer.dataset
         n_cases = len(ds.cases)
         per_st: dict[str, list[float]] = {st: [] for st in SUBTRACKS}
@@ -109,7 +110,8 @@ def main() -> None:
                     assert rec["valid"], rec["error"]
                     if st == "deduction":
                         decode_t.append(pure_decode(pred / "cases" / cid / "deduction" / f"rollout_{r:02d}.mp4"))
-        print(f"\n{n_cases} cases × {args.rollouts} rollouts, one process, objective-only\n")
+        mode = "objective-only" if args.judge == "none" else f"judge {args.judge}"
+        print(f"\n{n_cases} cases × {args.rollouts} rollouts, one process, {mode}\n")
         print(f"{'subtrack':<22s}{'mean s/resp':>12s}{'resp/s':>10s}")
         for st in SUBTRACKS:
             m = statistics.mean(per_st[st])

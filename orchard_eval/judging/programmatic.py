@@ -628,6 +628,11 @@ class ProgrammaticJudge:
         win = np.zeros((H, W), bool)
         win[max(0, ys.min() - pad):min(H, ys.max() + pad + 1), max(0, xs.min() - pad):min(W, xs.max() + pad + 1)] = True
         de = np.linalg.norm(ans_lab - a.shape.lab, axis=2)
+        # the arrow's colour as this image draws it: where the reference arrow lies, the ink of about
+        # its hue (a codec's chroma subsampling pales a thin stroke; a gain shifts it)
+        here = ME.dilate(a.mask, 1) & ans_ink & (de < 55)
+        if here.sum() >= 0.2 * a.shape.n:
+            de = np.linalg.norm(ans_lab - np.median(ans_lab[here], axis=0), axis=2)
         # in the arrow's colour first (outside the masked boxes, then anywhere), any ink last
         for cand in (ans_ink & win & (de < 40) & ~ocr_mask, ans_ink & win & (de < 40), ans_ink & win & ~ocr_mask):
             m = ME.largest_component(cand)

@@ -272,3 +272,9 @@ def test_remnant_by_parts_is_not_fooled_by_many_removed_parts():
 def test_unknown_letters_parse_as_unknown_symbols():
     p = MT.parse("v_1 = ü·ı + ǳ", VOCAB)      # OCR can return any letter; nothing raises
     assert MT.system_match(p, MT.parse("v_1 = a", VOCAB)) == 0.0
+
+
+def test_two_periods_in_a_number_resolved_by_the_expected_numbers():
+    assert MT.resolve_dots("F_N = 1.63.9.81, a = 0", [1.63, 9.81, 0.0]) == "F_N = 1.63*9.81, a = 0"
+    assert MT.resolve_dots("v = 2.9.81", [2.0, 9.81]) == "v = 2*9.81"
+    assert MT.resolve_dots("x = 3.25", [1.0]) == "x = 3.25"

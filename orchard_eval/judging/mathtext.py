@@ -26,7 +26,7 @@ GREEK = {"θ": "theta", "ϑ": "theta", "μ": "mu", "µ": "mu", "α": "alpha", "�
 FUNCS = ("sqrt", "sin", "cos", "tan", "exp", "ln", "log")
 _PRE = [("−", "-"), ("–", "-"), ("—", "-"), ("‐", "-"), ("·", "*"), ("•", "*"), ("∙", "*"), ("⋅", "*"),
         ("×", "*"), ("÷", "/"), ("²", "^2"), ("³", "^3"), ("√", "sqrt"), ("º", "°"), ("˚", "°"), ("**", "^"), ("½", "(1/2)"), ("¼", "(1/4)"),
-        ("{", "("), ("}", ")"), ("[", "("), ("]", ")"), ("：", ":"), ("，", ","), ("；", ";"), ("＝", "=")]
+        ("ν", "v"), ("{", "("), ("}", ")"), ("[", "("), ("]", ")"), ("：", ":"), ("，", ","), ("；", ";"), ("＝", "=")]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,32 @@ def prenormalise(s: str) -> str:
     for g, n in GREEK.items():
         s = s.replace(g, n + " ")
     return re.sub(r"\s+", " ", s).strip()
+
+
+def resolve_dots(text: str, known: Sequence[float]) -> str:
+    """A run of digits with two or more periods ("1.63.9.81") is not a number: some period is a product
+    dot OCR misread. Each way of reading the periods as products is tried and the one whose numbers are
+    most often among `known` (the expected line's numbers) is kept; ties keep the leftmost product."""
+    def best(m: re.Match) -> str:
+        run = m.group(0)
+        dots = [i for i, ch in enumerate(run) if ch == "."]
+        choices = []
+        for mask in range(1, 1 << len(dots)):
+            prods = {dots[k] for k in range(len(dots)) if mask >> k & 1}
+            pieces, cur = [], ""
+            for i, ch in enumerate(run):
+                if i in prods:
+                    pieces.append(cur)
+                    cur = ""
+                else:
+                    cur += ch
+            pieces.append(cur)
+            if any(not p or p.count(".") > 1 or p.startswith(".") or p.endswith(".") for p in pieces):
+                continue
+            hits = sum(any(abs(float(p) - k) <= 1e-9 + 1e-6 * abs(k) for k in known) for p in pieces)
+            choices.append((-hits, min(prods), "*".join(pieces)))
+        return min(choices)[2] if choices else run
+    return re.sub(r"\d+(?:\.\d+){2,}", best, text)
 
 
 def tokenize(text: str, vocab: Vocab | None = None) -> list[Tok]:

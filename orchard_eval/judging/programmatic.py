@@ -15,6 +15,7 @@ counts agree, else frames are spread evenly over (0, T].
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import math
@@ -260,11 +261,60 @@ class CaseRefs:
 SPEED_LABEL = re.compile(r"^\s*[vVνyY]\s*[=:]\s*(-?\d+(?:[.,]\d+)?)\s*(.*)$")
 
 
+LABEL_START = re.compile(r"[vVνyY]\s*[=:]\s*-?\d")
+
+
 def _label_rank(text: str) -> int:
-    """How completely a reading spells a speed label: 2 `v = number`, 1 a number, 0 neither."""
-    if SPEED_LABEL.match(text.replace("—", "-")):
-        return 2
-    return 1 if re.search(r"\d", text) else 0
+    """How completely a reading spells speed labels: 2 per `v = number` it holds, else 1 for a
+    number, 0 for neither."""
+    n = len(LABEL_START.findall(text.replace("—", "-")))
+    return 2 * n if n else (1 if re.search(r"\d", text) else 0)
+
+
+BARE_NUMBER = re.compile(r"^\s*(-?\d+(?:[.,]\d+)?)\s*$")
+
+
+def _overlaps(a, b) -> bool:
+    return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
+
+
+def read_speed_labels(img: np.ndarray, n_expected: int) -> list:
+    """OCR readings of an F-G image's speed labels: the whole frame and its orange layer isolated as
+    dark on white (graded by closeness to orange, so anti-aliased edges survive), at 2× and, while
+    fewer than `n_expected` complete labels are read, at 1× as well (small text on a light, busy
+    ground often reads at its own scale only); overlapping readings merged (`_merge_readings`)."""
+    lab = to_lab(img)
+    orange_lab = to_lab(ORANGE[None, None, :])[0, 0]
+    iso = np.clip(255.0 * (np.linalg.norm(lab - orange_lab, axis=2) - 15.0) / 45.0, 0, 255).astype(np.uint8)
+    iso = np.repeat(iso[..., None], 3, axis=2)
+    boxes = _merge_readings(OCR.lines(OCR.read_text(img, scale=2.0), gap=1.5),
+                            OCR.lines(OCR.read_text(iso, scale=2.0), gap=1.5))
+    if sum(1 for b in boxes for piece in _split_labels(b) if SPEED_LABEL.match(piece.text)) < n_expected:
+        for im in (img, iso):
+            boxes = _merge_readings(boxes, OCR.lines(OCR.read_text(im, scale=1.0), gap=1.5))
+    return boxes
+
+
+def _area(b) -> float:
+    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+
+
+def _split_labels(box):
+    """A reading that holds several `v = number` labels (OCR joins labels side by side into one line)
+    as one box per label, each over its share of the reading's width."""
+    text = box.text.replace("—", "-")
+    starts = [m.start() for m in LABEL_START.finditer(text)]
+    if len(starts) < 2:
+        return [box]
+    from .ocr import TextBox
+
+    x0, y0, x1, y1 = box.box
+    n = max(1, len(text))
+    bounds = starts + [len(text)]
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        out.append(TextBox(text[a:b].strip(), box.score, (x0 + (x1 - x0) * a / n, y0, x0 + (x1 - x0) * b / n, y1)))
+    return out
 
 
 def _merge_readings(full: list, isolated: list) -> list:
@@ -280,7 +330,9 @@ def _merge_readings(full: list, isolated: list) -> list:
         rivals = [o for o in out if overlap(o, b) and (_label_rank(o.text) or _label_rank(b.text))]
         if not rivals:
             out.append(b)
-        elif all(_label_rank(b.text) > _label_rank(o.text) for o in rivals):
+        elif _label_rank(b.text) > sum(_label_rank(o.text) for o in rivals) or (
+                _label_rank(b.text) >= 2 and _label_rank(b.text) == sum(_label_rank(o.text) // 2 * 2 for o in rivals)
+                and _area(b.box) < 0.5 * sum(_area(o.box) for o in rivals)):   # as many labels, tighter
             out = [o for o in out if not any(o is r for r in rivals)] + [b]
     return out
 
@@ -335,6 +387,32 @@ def sharpness_score(answer: float, reference: float) -> float:
 def _blobs(mask: np.ndarray, min_area: float) -> int:
     n, _, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
     return int(sum(1 for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_area))
+
+
+def _pair_alike(masks: dict, alike: list, gt: dict) -> dict:
+    """Objects that look alike carry no identity of their own: within each such group the found
+    masks go to the GT objects by Hungarian matching on squared centroid distance (the rule the
+    objective metrics use, `objective._resolve_alike`)."""
+    if not alike:
+        return masks
+    from scipy.optimize import linear_sum_assignment
+
+    def centre(m):
+        ys, xs = np.nonzero(m)
+        return np.array([xs.mean(), ys.mean()])
+
+    out = dict(masks)
+    for group in alike:
+        keys = [k for k in group if k in masks and masks[k].any() and k in gt and gt[k].any()]
+        if len(keys) < 2:
+            continue
+        got = [centre(masks[k]) for k in keys]
+        want = [centre(gt[k]) for k in keys]
+        cost = np.array([[float(np.sum((g - w) ** 2)) for w in want] for g in got])
+        rows, cols = linear_sum_assignment(cost)
+        for r, c in zip(rows, cols):
+            out[keys[c]] = masks[keys[r]]
+    return out
 
 
 def locate_object(ans: np.ndarray, ref: np.ndarray, mask: np.ndarray, radius: float):
@@ -746,8 +824,9 @@ class ProgrammaticJudge:
         vocab = F["vocab"]
         exp2, exp3 = F["line2"], F["line3"]
         consts = F["constants"]
-        l2 = MT.parse(eq_lines[0].text, vocab) if len(eq_lines) >= 1 else None
-        l3 = MT.parse(eq_lines[1].text, vocab) if len(eq_lines) >= 2 else None
+        known = exp2.numbers() + (exp3.numbers() if exp3 is not None else [])
+        l2 = MT.parse(MT.resolve_dots(eq_lines[0].text, known), vocab) if len(eq_lines) >= 1 else None
+        l3 = MT.parse(MT.resolve_dots(eq_lines[1].text, known), vocab) if len(eq_lines) >= 2 else None
         # line 2
         if l2 is None:
             scores.update(formula_variables_correct=0.0, formula_constants_correct=0.0 if consts else NA,
@@ -834,10 +913,12 @@ class ProgrammaticJudge:
         orange = np.linalg.norm(ans_lab - orange_lab, axis=2) < 30
         ref_orange = np.linalg.norm(to_lab(ref) - orange_lab, axis=2) < 30
         # labels: the full frame (upscaled for small text), and the orange layer isolated as dark on white
-        boxes = OCR.lines(OCR.read_text(ans, scale=2.0), gap=1.5)
-        iso = np.where(ME.dilate(np.linalg.norm(ans_lab - orange_lab, axis=2) < 45, 0)[..., None], 0, 255).astype(np.uint8)
-        iso = np.repeat(iso, 3, axis=2)
-        boxes = _merge_readings(boxes, OCR.lines(OCR.read_text(iso, scale=2.0), gap=1.5))
+        boxes = read_speed_labels(ans, len(case.target_state))
+        # labels OCR cannot spell out on the reference itself: there a bare number at the label's place
+        # is the label (OCR's blind spot must not count against an answer)
+        ref_boxes = R.get("fg_readings", lambda: read_speed_labels(ref, len(case.target_state)))
+        blind = {oid for oid, l in layer_labels.items()
+                 if not any(_label_rank(b.text) >= 2 and _overlaps(b.box, l["box"]) for b in ref_boxes)}
         # annotation removal: the input's annotations over the expected scene
         scores: dict[str, float] = {}
         pt = R.pt()
@@ -857,6 +938,13 @@ class ProgrammaticJudge:
         # answer by masked template matching; the best place gives position, the match gives appearance
         posl, app, cents = [], [], {}
         located = np.zeros(ref.shape[:2], bool)
+        # where the reference's answer layer is drawn (its arrows' corridors): an object's own colour is
+        # read outside it
+        drawn_u8 = np.zeros(ref.shape[:2], np.uint8)
+        for la in layer_arrows.values():
+            cv2.line(drawn_u8, tuple(int(round(v)) for v in la["start"]), tuple(int(round(v)) for v in la["end"]), 1,
+                     int(la.get("width", 4)) * 5)
+        drawn = drawn_u8.astype(bool)
         on_objects = np.zeros(ref.shape[:2], bool)
         for oid, g in gt.items():
             if not g.any():
@@ -868,8 +956,8 @@ class ProgrammaticJudge:
             (dx, dy), de = hit
             a = ME.shifted(g, dy, dx)
             on_objects |= a
-            body = g & ~ref_orange
-            if body.any() and ME.colour_score(ME.median_lab(ref, body), orange_lab, 30.0) > 0:
+            body = g & ~drawn
+            if body.any() and float(np.mean(ref_orange[body])) > 0.25:
                 located |= a    # an orange-looking object: its pixels must not pass for arrow pixels
             ya, xa = np.nonzero(a)
             cents[oid] = np.array([xa.mean() + 0.5, ya.mean() + 0.5])
@@ -907,7 +995,8 @@ class ProgrammaticJudge:
                     for j, ci in enumerate(cand):
                         ys, xs = np.nonzero(comps[ci])
                         near = float(np.min(np.hypot(xs + 0.5 - a[0], ys + 0.5 - a[1])))
-                        C[i, j] = near + 0.5 * float(np.linalg.norm(shapes[ci].tail - a))
+                        end = min(np.linalg.norm(shapes[ci].tail - a), np.linalg.norm(shapes[ci].head - a))
+                        C[i, j] = near + 0.5 * float(end)
                 rr, cc = linear_sum_assignment(C)
                 for i, j in zip(rr, cc):
                     if C[i, j] < 0.2 * diag:
@@ -922,9 +1011,13 @@ class ProgrammaticJudge:
                 if shp is None:
                     style.append(0.0); origin.append(0.0); direc.append(0.0)
                     continue
+                # an F-G arrow starts at its object's centre: its tail is the end nearer to it (the
+                # wider-end rule fails where the collinear arrows of two bodies overlap, two heads in one)
+                if np.linalg.norm(shp.head - anchors[si]) < np.linalg.norm(shp.tail - anchors[si]):
+                    shp = dataclasses.replace(shp, tail=shp.head, head=shp.tail)
                 # an outline is a ring darker than the arrow AND than what lies just beyond it (a
                 # borderless arrow over a dark floor is not outlined); measured off the objects
-                off = ~orange & ~ME.dilate(on_objects, 1)
+                off = ~orange & ~ME.dilate(on_objects, 3)
                 ring = ME.dilate(c, 2) & ~c & off
                 outer = ME.dilate(c, 5) & ~ME.dilate(c, 2) & off
                 dark = 0.0
@@ -952,12 +1045,14 @@ class ProgrammaticJudge:
         # speed labels
         pat = SPEED_LABEL
         labels = []
-        for b in boxes:
+        for b in [piece for b in boxes for piece in _split_labels(b)]:
             m = pat.match(b.text.replace("—", "-"))
             if m:
                 labels.append((b, float(m.group(1).replace(",", ".")), m.group(2).strip()))
             elif re.search(r"\d", b.text) and re.search(r"[vV]", b.text):
                 labels.append((b, None, b.text))
+            elif blind and (m := BARE_NUMBER.match(b.text)):
+                labels.append((b, float(m.group(1).replace(",", ".")), "bare"))
         present, value, unit = [], [], []
         used: set[int] = set()
         for s in case.target_state:
@@ -965,7 +1060,7 @@ class ProgrammaticJudge:
                 if s.id in layer_labels else np.array(s.center_image or (0, 0))
             best, bd = None, None
             for li, (b, v, rest) in enumerate(labels):
-                if li in used:
+                if li in used or (rest == "bare" and s.id not in blind):
                     continue
                 d = math.dist(b.center, anchor)
                 if bd is None or d < bd:
@@ -982,7 +1077,7 @@ class ProgrammaticJudge:
             else:
                 err = abs(v - want) / max(abs(want), 0.05)
                 value.append(ME.ramp(err, 0.01, 0.5))
-            unit.append(0.0 if re.search(r"[a-zA-Z/]", rest or "") else 1.0)
+            unit.append(0.0 if rest != "bare" and re.search(r"[a-zA-Z/]", rest or "") else 1.0)
         scores["velocity_label_present_and_format"] = float(np.mean(present)) if present else NA
         scores["velocity_value_match"] = float(np.mean(value)) if value else NA
         scores["velocity_label_no_unit"] = float(np.mean(unit)) if unit else NA
@@ -1013,6 +1108,7 @@ class ProgrammaticJudge:
                   for o in case.objects}
         ctx.time, ctx.gt_frame = float(t), gframe
         seg = self.segmenter.segment(frame, ctx)
+        seg.masks = _pair_alike(seg.masks, seg.alike, gmasks)
         diag = R.diag
         out: dict[str, Any] = {"centroids": {}, "gt_centroids": {}, "sizes": {}}
         union = np.zeros(gframe.shape[:2], bool)

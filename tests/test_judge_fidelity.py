@@ -18,8 +18,7 @@ from test_judge_programmatic import built  # noqa: E402,F401  (session fixture: 
 
 # target name → why it is not met yet (docs/judges.md, "Limits")
 KNOWN_MISSES = {
-    "blank perception_text mean ≤ 0.15": "a white page has a white background and no extra marks (0.19)",
-    "static perception_text mean ≤ 0.15": "the input keeps every label of the answer (0.66)",
+    "static perception_text mean ≤ 0.15": "the input keeps every label of the answer, correctly placed (0.72)",
     "static formulation_graphic mean ≤ 0.15": "the input shows the objects, partly in place",
     "static deduction mean ≤ 0.15": "an object at rest, or nearly, is where the input shows it",
 }

@@ -164,14 +164,14 @@ def _fg_draw(case: EvalCase, edit: Callable[[dict], bool]) -> np.ndarray | None:
     from orchard_build.references import draw_answer_layer
 
     refs = _json(case, "references") or {}
-    layer = refs.get("formulation_graphic") if isinstance(refs, dict) else None
-    if not layer or not case.has("formulation_graphic"):
+    original = refs.get("formulation_graphic") if isinstance(refs, dict) else None
+    if not original or not case.has("formulation_graphic"):
         return None
-    layer = json.loads(json.dumps(layer))
+    layer = json.loads(json.dumps(original))
     if not edit(layer):
         return None
     ref = case.image("formulation_graphic")
-    base = _fg_base(case, ref, _json(case, "references")["formulation_graphic"])
+    base = _fg_base(case, ref, original)
     L = Layer(int(layer["width"]), int(layer["height"]), int(layer["font_px"]))
     for a in layer.get("arrows", []):
         L.arrows.append(Arrow(a["kind"], tuple(a["start"]), tuple(a["end"]), tuple(a["color"]), int(a["width"]),

@@ -7,12 +7,11 @@ build never leaves half a case.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import tempfile
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -27,6 +26,7 @@ from .io import read_json, replace_dir, write_bytes_atomic, write_json, write_te
 from .materials import MaterialLibrary, load_materials
 from .mechanics import solve
 from .mechanics.types import Trajectory
+from .pool import process_pool
 from .provenance import code_sha256, dependency_versions, provenance
 from .tasks import TASK_NAMES
 
@@ -230,9 +230,7 @@ def build(paths: list[Path], materials_path: Path, out_root: Path, jobs: int = 1
                 _run_guarded(report, case.config.case_id, lambda c=case: build_case(c, out_root, render, allow_qa_failures))
                 bar.update(1)
         else:
-            # spawn, never fork: the parent may hold an OpenGL (llvmpipe) context or other threads whose
-            # locks a forked child would inherit held, and then hang on
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            with process_pool(jobs) as pool:
                 futures = {pool.submit(_build_one, str(c.path), str(materials_path), str(out_root), render,
                                        allow_qa_failures, backend): c.config.case_id
                            for c in todo}

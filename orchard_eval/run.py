@@ -562,19 +562,16 @@ def _run(opts: RunOptions, out: Path, ds: Dataset, sub: Submission, judge: Judge
             for cid, st, rs in tasks:
                 consume([scorer.score(cid, st, r) for r in rs])
         else:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
+            from concurrent.futures import as_completed
+
+            from orchard_build.pool import process_pool
 
             spec = dict(cases=opts.cases, predictions=opts.predictions, judge=opts.judge,
                         judge_options=opts.judge_options, rule=opts.rule, segmenter=opts.segmenter)
-            # spawn, never fork: a parent that has started threads (an OpenGL/llvmpipe context, a server
-            # fixture, a BLAS pool) can hand a forked child a held lock, and the child then hangs forever
-            ctx = mp.get_context("spawn")
             # one task per (case, subtrack): its rollouts share the worker's GT frames and objective cache;
             # Deduction tasks (the slowest) go first so that they do not form the tail
             small = sorted(tasks, key=lambda t: (t[1] != "deduction", t[0], t[1]))
-            with ProcessPoolExecutor(max_workers=opts.jobs, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(spec,)) as pool:
+            with process_pool(opts.jobs, _init_worker, (spec,)) as pool:
                 futures = [pool.submit(_work, t) for t in small]
                 for fut in as_completed(futures):
                     consume(fut.result())

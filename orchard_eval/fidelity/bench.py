@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+from orchard_build.pool import process_pool
 
 from ..baselines import encode_video
 from ..cases import Dataset, EvalCase, load_dataset
@@ -230,7 +230,7 @@ def run(cases_root: str | Path, case_ids: Sequence[str], work: str | Path, famil
             done[t[1]], skipped[t[1]] = _case_job(t)
             bar.update(1)
     else:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with process_pool(jobs) as pool:
             futures = {pool.submit(_case_job, t): t[1] for t in tasks}
             for fut in as_completed(futures):
                 done[futures[fut]], skipped[futures[fut]] = fut.result()

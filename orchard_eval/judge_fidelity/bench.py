@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 from PIL import Image
+from orchard_build.pool import process_pool
 
 from ..baselines import write_baseline
 from ..cases import SUBTRACKS, load_dataset
@@ -273,12 +273,9 @@ def run(cases: str, work: str | Path, calibrate: Iterable[str], discriminate: It
             if progress and i % 50 == 0:
                 print(f"  {i}/{len(tasks)}", flush=True)
     else:
-        import multiprocessing as mp
-
         # Deduction first: the slowest answers should not form the tail
         tasks.sort(key=lambda t: (t[3] != "deduction", t[2]))
-        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init,
-                                 initargs=(cases,)) as pool:
+        with process_pool(jobs, _init, (cases,)) as pool:
             for i, r in enumerate(pool.map(_score, tasks, chunksize=4)):
                 rows.append(r)
                 if progress and i % 100 == 0:

@@ -1,0 +1,48 @@
+"""Process pools whose workers die with their driver.
+
+A `ProcessPoolExecutor` worker waits on a queue whose write end it holds itself, so it never sees
+the driver go away: after a `kill -9` of `orchard-build` or `orchard-eval` the workers stay alive,
+idle, holding their memory. Every pool of the project is made here; each worker runs a watchdog
+thread that notices when its parent process is gone, interrupts the task it is running (so its
+`finally` / `except` cleanup runs, e.g. a half-written staging directory is removed) and exits.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Callable, Sequence
+
+POLL_S = 0.5      # how often a worker looks for its parent
+GRACE_S = 5.0     # how long an interrupted task may spend cleaning up before the worker exits anyway
+
+
+def process_pool(jobs: int, initializer: Callable[..., None] | None = None,
+                 initargs: Sequence[Any] = ()) -> ProcessPoolExecutor:
+    """A spawn-context pool of `jobs` workers that exit when this process dies."""
+    # spawn, never fork: the parent may hold an OpenGL (llvmpipe) context, a server fixture's or a
+    # BLAS pool's threads, whose locks a forked child would inherit held and then hang on
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init, initargs=(os.getpid(), initializer, tuple(initargs)))
+
+
+def _init(parent_pid: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="orchard-parent-watch", daemon=True).start()
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    # an orphan is re-parented (to init or a subreaper), so its parent pid changes
+    while os.getppid() == parent_pid:
+        time.sleep(POLL_S)
+    # nobody reads this worker's stderr any more; keep the interrupted task's traceback off the terminal
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    # a real SIGINT to the main thread: unlike a simulated one it also breaks a blocking sleep or read
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    time.sleep(GRACE_S)
+    os._exit(1)

@@ -1,0 +1,121 @@
+"""Pool workers notice a driver killed with SIGKILL, clean up the task they were running and exit:
+the pool itself, `orchard-eval run --jobs 2` and `orchard-build --jobs 2`."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from orchard_eval import synthetic as syn
+from orchard_eval.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=str(REPO))
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait(cond, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _kill_and_expect_orphans_gone(proc: subprocess.Popen, workers: list[int], timeout: float = 20) -> None:
+    assert workers, "the driver had started no worker"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _wait(lambda: not any(_alive(w) for w in workers), timeout, f"workers {workers} to exit")
+
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+
+
+def test_pool_workers_clean_up_and_exit_when_the_driver_dies(tmp_path):
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import os, sys, time
+        from pathlib import Path
+        from orchard_build.pool import process_pool
+
+        MARK = Path({str(tmp_path)!r})
+
+        def slow(i):
+            (MARK / f"started-{{os.getpid()}}").touch()
+            try:
+                time.sleep(600)
+            finally:
+                (MARK / f"cleaned-{{os.getpid()}}").touch()
+
+        if __name__ == "__main__":
+            with process_pool(2) as pool:
+                futs = [pool.submit(slow, i) for i in range(2)]
+                time.sleep(600)
+    """))
+    proc = subprocess.Popen([sys.executable, str(driver)], env=ENV, stderr=subprocess.DEVNULL)
+    _wait(lambda: len(list(tmp_path.glob("started-*"))) == 2, 60, "both tasks to start")
+    workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("started-*")]
+    _kill_and_expect_orphans_gone(proc, workers)
+    # the interrupted tasks ran their cleanup before the workers went
+    assert sorted(p.name.split("-")[1] for p in tmp_path.glob("cleaned-*")) == sorted(map(str, workers))
+
+
+def test_orchard_eval_run_workers_exit_when_the_driver_is_killed(tmp_path):
+    cids = ["UniversalGravitation/FreeFall/000000", "UniversalGravitation/ProjectileMotion/000001",
+            "ConservationOfMomentum/PerfectlyElasticCollision/000002", "NewtonsFirstLaw/UniformLinearMotion/000003"]
+    tasks = ["free_fall", "projectile_motion", "perfectly_elastic_collision", "uniform_linear_motion"]
+    ds = tmp_path / "ds"
+    for k, (cid, task) in enumerate(zip(cids, tasks)):
+        syn.write_orchard_case(ds, syn.Scene(width=96, height=64, background_seed=k), cid, task=task)
+    syn.write_index(ds, cids, "orchard")
+    pred = tmp_path / "pred"
+    assert main(["baseline", "--kind", "oracle", "--cases", str(ds), "--out", str(pred)]) == 0
+    out = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-m", "orchard_eval.cli", "run", "--judge", "none", "--jobs", "2",
+                             "--cases", str(ds), "--predictions", str(pred), "--out", str(out), "--no-progress"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # both pool workers up (the resource tracker is a child too)
+    _wait(lambda: len(_children(proc.pid)) >= 3 or proc.poll() is not None, 60, "the pool to start")
+    assert proc.poll() is None, "the run ended before it could be killed"
+    workers = _children(proc.pid)
+    _kill_and_expect_orphans_gone(proc, workers)
+
+
+def test_orchard_build_workers_exit_and_leave_no_staging_when_the_driver_is_killed(tmp_path):
+    configs = [REPO / "tests/fixtures/scenes/free_fall/000000.yaml", REPO / "tests/fixtures/scenes/free_fall/000001.yaml"]
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "orchard_build.cli", "--config", *map(str, configs),
+                             "--scenes", str(REPO / "tests/fixtures/scenes"), "--materials", str(REPO / "scenes/materials.yaml"),
+                             "--out", str(out), "--jobs", "2", "--force", "--no-progress"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    staging = out / ".staging"
+    _wait(lambda: len(list(staging.glob("case-*"))) >= 1 or proc.poll() is not None, 120, "a case to be staged")
+    assert proc.poll() is None, "the build ended before it could be killed"
+    workers = _children(proc.pid)
+    _kill_and_expect_orphans_gone(proc, workers)
+    # a worker interrupted mid-case removed its half-written staging directory
+    assert not list(staging.glob("case-*"))

@@ -6,11 +6,20 @@ Layout facts (see the interop note): per case `metadata.json`, `initial_state/`,
 `velocity/` (per-pixel world-space velocity of the rigid body seen there), `camera_parameters/`; dense
 arrays are NPZ files with the key `maps`. Our GT video is H.264 near-lossless; the exported `rgb/` frames
 are its decoded frames (frame 0 is replaced by the lossless clean first frame).
+
+The published evaluator (package `apple_pi`) loads a dataset only when `dataset.json` says
+`name: "Apple-PI"` and `num_rollouts: 3`; the export therefore writes the release's manifest values
+(`APPLE_PI_MANIFEST`) and keeps Orchard's own provenance under the extra key `orchard`, which that
+loader ignores. Before a case is moved into place it is checked against the rules the published
+`validate-gt` applies (`case_problems`), and the manifest against its loader's (`manifest_problems`):
+an export that their tools would refuse is not written.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +31,12 @@ from .schemas import iter_errors
 from .video import decode_mp4, read_png, write_png
 
 VELOCITY_DTYPE = np.float32
+
+# What the published release's manifest says, and what its dataset loader insists on (name and rollout
+# count are refused otherwise). The same values are known to the evaluator as
+# orchard_eval.readers.apple_pi_gt.APPLE_PI_MANIFEST.
+APPLE_PI_MANIFEST = {"name": "Apple-PI", "version": "1.0", "prompt_version": "1.0", "num_rollouts": 3}
+METADATA_SCHEMA_VERSION = "1.0"
 
 
 class ExportError(OrchardError):
@@ -113,6 +128,7 @@ def export_case(case_dir: Path, dest: Path) -> None:
     write_json(iv / "mapping.json", mapping)
 
     meta = {
+        "schema_version": METADATA_SCHEMA_VERSION,
         "case_id": case["case_id"], "physics_type": case["task_pascal"], "is_realworld": case["source"] != "simulated",
         "annotation": annotation_text(layer, case), "input_image": "initial_state/rgb_0000.png",
         "clean_first_frame": "rgb/0000.png", "annotations_only_reference": "initial_state/rgb_0000_white_bg.png",
@@ -136,6 +152,136 @@ def _mk(path: Path) -> Path:
     return path
 
 
+# ---------------------------------------------------------------------------------------------
+# The published tools' acceptance rules (their `validate-gt` and dataset loader), checked on our output
+# ---------------------------------------------------------------------------------------------
+def npz_maps_shape(path: Path) -> tuple[int, ...]:
+    """Shape of the array stored under the key `maps` of an NPZ file, read from its header only.
+    Raises ValueError when the file is not a zip archive or has no `maps.npy` member."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if "maps.npy" not in zf.namelist():
+                raise ValueError("no array under the key 'maps'")
+            with zf.open("maps.npy") as fh:
+                major, _ = np.lib.format.read_magic(fh)
+                reader = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                shape, _, _ = reader(fh)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"not a readable NPZ archive: {exc}") from exc
+    return tuple(int(n) for n in shape)
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def case_problems(case_dir: Path, meta: dict | None = None) -> list[str]:
+    """Everything the published `validate-gt` would report for one exported case directory, plus the
+    consistency it takes for granted (one camera file and one RGB frame per dense-map frame)."""
+    case_dir = Path(case_dir)
+    out: list[str] = []
+    if meta is None:
+        try:
+            meta = json.loads((case_dir / "metadata.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return [f"metadata.json: unreadable: {exc}"]
+    out.extend(f"metadata.json: {e}" for e in iter_errors(meta, "eval_apple_pi_metadata.schema.json"))
+    sim = not bool(meta.get("is_realworld"))
+
+    def must_exist(key: str, label: str) -> None:
+        rel = meta.get(key)
+        if not rel:
+            out.append(f"metadata.json: {key}: the {label} must be declared")
+        elif not (case_dir / rel).exists():
+            out.append(f"{rel}: the {label} is missing")
+
+    must_exist("input_image", "annotated input image")
+    must_exist("clean_first_frame", "clean first frame")
+    must_exist("gt_frames_dir", "GT frame directory")
+    must_exist("annotations_only_reference", "annotations-only reference (P-T)")
+    must_exist("objects_only_reference", "objects-only reference (P-G)")
+    must_exist("future_state_reference", "future-state reference (F-G)")
+    if meta.get("gt_video") and not (case_dir / meta["gt_video"]).is_file():
+        out.append(f"{meta['gt_video']}: the declared GT video is missing")
+
+    required = ["initial_state/instance_segmentation_0000.npy", "instantaneous_velocity/mask.npy"]
+    if sim:
+        required += ["initial_state/mask_0000.npy", "initial_state/instance_segmentation_mapping_0000.json",
+                     "instantaneous_velocity/mapping.json"]
+    out.extend(f"{rel}: missing" for rel in required if not (case_dir / rel).is_file())
+
+    maps = {"instance_segmentation": 3, "mask": 3}
+    if sim:
+        maps.update(depth=3, velocity=4)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, ndim in maps.items():
+        rel = f"{name}/maps.npz"
+        if not (case_dir / rel).is_file():
+            out.append(f"{rel}: missing")
+            continue
+        try:
+            shape = npz_maps_shape(case_dir / rel)
+        except ValueError as exc:
+            out.append(f"{rel}: {exc}")
+            continue
+        if len(shape) != ndim:
+            out.append(f"{rel}: expected {ndim} dimensions, got shape {shape}")
+        shapes[name] = shape
+    inst = shapes.get("instance_segmentation")
+    for name in ("mask", "depth"):
+        if inst is not None and name in shapes and shapes[name] != inst:
+            out.append(f"{name}/maps.npz: shape {shapes[name]} differs from instance_segmentation's {inst}")
+    vel = shapes.get("velocity")
+    if vel is not None and (vel[-1:] != (3,) or (inst is not None and vel[:-1] != inst)):
+        out.append(f"velocity/maps.npz: expected shape {inst} + (3,), got {vel}")
+
+    if sim:
+        cams = sorted((case_dir / "camera_parameters").glob("*.json"))
+        if not cams:
+            out.append("camera_parameters/: no camera JSON files")
+        elif inst is not None and len(cams) != inst[0]:
+            out.append(f"camera_parameters/: {len(cams)} files for {inst[0]} frames")
+        for cam in cams:
+            try:
+                doc = json.loads(cam.read_text(encoding="utf-8"))
+                ok = (np.asarray(doc["intrinsic"], float).shape == (3, 3)
+                      and np.asarray(doc["extrinsic"], float).shape == (3, 4))
+            except (OSError, ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                out.append(f"camera_parameters/{cam.name}: needs a 3×3 'intrinsic' and a 3×4 'extrinsic'")
+    frames_dir = meta.get("gt_frames_dir")
+    if sim and frames_dir and inst is not None and not meta.get("gt_video"):
+        n_png = len(list((case_dir / frames_dir).glob("*.png")))
+        if n_png != inst[0]:
+            out.append(f"{frames_dir}/: {n_png} frames for {inst[0]} dense-map frames")
+
+    fi = meta.get("formula_info") if isinstance(meta.get("formula_info"), dict) else {}
+    if len(fi.get("choices") or []) != 4:
+        out.append("metadata.json: formula_info.choices: exactly four formula choices are required")
+    target, duration = _number(meta.get("target_time")), _number(meta.get("physics_duration"))
+    if target is None or target < 0:
+        out.append("metadata.json: target_time must be a non-negative number")
+    stamps = meta.get("deduction_timestamps") or []
+    if duration is not None and any(_number(t) is None or not 0 < float(t) <= duration for t in stamps):
+        out.append(f"metadata.json: deduction_timestamps {stamps} must all lie in (0, physics_duration = {duration}]")
+    return out
+
+
+def manifest_problems(dataset: dict) -> list[str]:
+    """What the published dataset loader refuses (and what its manifest schema requires)."""
+    out = [f"dataset.json: {e}" for e in iter_errors(dataset, "dataset.schema.json")]
+    for key in ("name", "num_rollouts"):
+        if dataset.get(key) != APPLE_PI_MANIFEST[key]:
+            out.append(f"dataset.json: {key} must be {APPLE_PI_MANIFEST[key]!r} (the published loader refuses "
+                       f"{dataset.get(key)!r})")
+    if not isinstance(dataset.get("version"), str):
+        out.append("dataset.json: version must be a string")
+    if not dataset.get("cases"):
+        out.append("dataset.json: no cases listed")
+    return out
+
+
 def export_dataset(src: Path, out: Path, progress: bool = True) -> list[str]:
     index = read_json(src / "dataset.json")
     out.mkdir(parents=True, exist_ok=True)
@@ -148,18 +294,27 @@ def export_dataset(src: Path, out: Path, progress: bool = True) -> list[str]:
         stage = Path(tempfile.mkdtemp(dir=staging_root))
         try:
             export_case(src / entry["path"], stage)
+            problems = case_problems(stage)
+            if problems:
+                raise ExportError(f"{entry['case_id']}: the exported case would not pass the published "
+                                  f"validate-gt: " + "; ".join(problems[:5]))
             replace_dir(stage, out / "cases" / entry["case_id"])
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)
             raise
         exported.append(entry["case_id"])
     shutil.rmtree(staging_root, ignore_errors=True)
-    dataset = {"name": index.get("name", "orchard"), "version": index.get("version", __version__),
-               "prompt_version": index.get("prompt_version", "orchard-prompts-v1"), "num_rollouts": 3,
-               "layout": "apple-pi-gt",
-               "cases": [{"case_id": cid, "path": f"cases/{cid}", "split": "test"} for cid in exported]}
-    problems = list(iter_errors(dataset, "dataset.schema.json"))
+    dataset = dict(APPLE_PI_MANIFEST)
+    dataset.update({
+        "layout": "apple-pi-gt",
+        # Orchard's provenance: extra keys, ignored by the published loader
+        "orchard": {"tool": "orchard-build", "tool_version": __version__,
+                    "source": {"name": index.get("name"), "version": index.get("version"),
+                               "prompt_version": index.get("prompt_version")}},
+        "cases": [{"case_id": cid, "path": f"cases/{cid}", "split": "test"} for cid in exported],
+    })
+    problems = manifest_problems(dataset)
     if problems:
-        raise ExportError(f"exported dataset.json breaks its schema: {problems[:3]}")
+        raise ExportError("exported dataset.json would be refused: " + "; ".join(problems[:3]))
     write_json(out / "dataset.json", dataset)
     return exported

@@ -60,6 +60,16 @@ def annotation_text(layer: dict, case: dict) -> str:
     return "\n".join(lines)
 
 
+def bare_choice(choice: str, letter: str) -> str:
+    """A formula choice without our "A. " label: the published metadata lists bare formulas and its
+    prompt builder adds the letters itself (a kept label would read "A) A. …")."""
+    c = str(choice).strip()
+    for sep in (". ", ") "):
+        if c.startswith(letter + sep):
+            return c[len(letter) + len(sep):].strip()
+    return c
+
+
 def pixel_velocities(depth: np.ndarray, inst: np.ndarray, K: np.ndarray, E: np.ndarray,
                      states: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
     """World velocity of the rigid body seen at each pixel: v + ω × (p − c), p back-projected from depth."""
@@ -137,7 +147,8 @@ def export_case(case_dir: Path, dest: Path) -> None:
         "target_time": case["target_time"], "physics_duration": case["physics_duration"], "gt_frames_dir": "rgb",
         "gt_video": None, "gt_fps": case["gt_fps"], "gt_total_frames": n,
         "deduction_timestamps": ts["timestamps"],
-        "formula_info": {"choices": fi["choices"], "correct_letter": fi["correct_letter"],
+        "formula_info": {"choices": [bare_choice(c, L) for c, L in zip(fi["choices"], "ABCD")],
+                         "correct_letter": fi["correct_letter"],
                          "correct_formula": fi["correct_formula"], "substituted": fi["substituted"]["display"]},
         "source_tool": f"orchard-build {__version__}",
     }

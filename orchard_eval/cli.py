@@ -2,7 +2,7 @@
 
     orchard-eval validate-predictions --cases DATASET --predictions PRED_DIR [--json]
     orchard-eval prompts  --cases DATASET --protocol video|image [--variant default|text-parameter|concise]
-                          [--templates FILE] --out PROMPTS.jsonl
+                          [--templates FILE|apple-pi] --out PROMPTS.jsonl
     orchard-eval run      --cases DATASET --predictions PRED_DIR --out results/<model>/
                           [--judge none|…] [--judge-option KEY=VALUE …] [--jobs N] [--rule paper|published]
     orchard-eval table    results/* [--out STEM]
@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_cases(pr)
     pr.add_argument("--protocol", required=True, choices=("video", "image"))
     pr.add_argument("--variant", default="default", choices=("default", "text-parameter", "concise"))
-    pr.add_argument("--templates", metavar="FILE", help="template file (YAML or JSON; default: the shipped one)")
+    pr.add_argument("--templates", metavar="FILE|apple-pi",
+                    help="template file (YAML or JSON; default: the shipped one), or apple-pi: the paper's own "
+                         "prompts from the installed published package `apple_pi`")
     pr.add_argument("--out", required=True, metavar="PROMPTS.jsonl")
 
     r = sub.add_parser("run", help="score a prediction directory")
@@ -177,6 +179,11 @@ def cmd_table(a) -> int:
     if not sums:
         print("no results to tabulate", file=sys.stderr)
         return 1
+    from .tables import mixed_prompts
+
+    if mixed_prompts(sums):
+        print("warning: the rows answered different prompts (" + "; ".join(mixed_prompts(sums)) + "); see the "
+              "Prompts column", file=sys.stderr)
     if a.out:
         c, m = write_tables(sums, a.out)
         print(f"{c}\n{m}")

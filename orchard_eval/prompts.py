@@ -16,6 +16,12 @@ annotation labels, with initial-velocity directions stated in words because the 
 Placeholders are substituted by name ({formula_choices}, {target_time}, {time_point},
 {physics_duration}, {parameters}); any other text in braces is left untouched, so templates may
 contain literal braces.
+
+Template sources. `templates=None` is the shipped file (source "orchard"), a path is the user's file
+("custom"), and the word "apple-pi" renders the paper's own prompts from the installed published
+package (`apple_pi_prompts`; "apple-pi", prompt_version as that package declares it, default variant
+only). Every record names its source under `templates.source`; `prompt_source` maps a submission's
+declared prompt_version to a source, so scored runs say which prompts their predictions answered.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import hashlib
 import json
 import math
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -37,6 +44,8 @@ DEFAULT_TEMPLATES = TEMPLATE_DIR / "default.yaml"
 VARIANTS = ("default", "text-parameter", "concise")
 PROTOCOLS = ("video", "image")
 PLACEHOLDERS = ("formula_choices", "target_time", "time_point", "physics_duration", "parameters")
+APPLE_PI = "apple-pi"          # --templates value: the paper's prompts from the installed `apple_pi` package
+APPLE_PI_PROMPT_VERSION = "1.0"
 _PH_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
 
@@ -237,6 +246,28 @@ def _template_key(variant: str) -> str:
     return {"default": "default", "concise": "concise", "text-parameter": "text_parameter"}[variant]
 
 
+def _output_file(case: EvalCase, st: str, protocol: str, i: int, t: float | None) -> str:
+    if protocol == "video":
+        return f"cases/{case.case_id}/{st}/rollout_XX.mp4"
+    if t is None:
+        return f"cases/{case.case_id}/{st}/rollout_XX.png"
+    return f"cases/{case.case_id}/{st}/rollout_XX/{keyframe_name(i, t)}"
+
+
+def _times(case: EvalCase, st: str, protocol: str) -> list[float | None]:
+    return list(case.timestamps) if st == "deduction" and protocol == "image" else [None]
+
+
+def _record(case: EvalCase, protocol: str, variant: str, st: str, i: int, t: float | None, img: str | None,
+            prompt: str, expected: Mapping[str, Any], prompt_version: str, num_rollouts: int) -> dict[str, Any]:
+    return {
+        "prompt_version": prompt_version, "variant": variant, "protocol": protocol,
+        "case_id": case.case_id, "subtrack": st, "timestamp": t, "input_image": img,
+        "prompt": prompt, "expected_output": dict(expected, file=_output_file(case, st, protocol, i, t)),
+        "num_rollouts": num_rollouts,
+    }
+
+
 def case_prompts(case: EvalCase, ds_root: Path, templates: Mapping[str, Any], protocol: str, variant: str,
                  num_rollouts: int, subtracks: Iterable[str] = SUBTRACKS) -> tuple[list[dict], list[str]]:
     """(records, notes) for one case."""
@@ -264,35 +295,73 @@ def case_prompts(case: EvalCase, ds_root: Path, templates: Mapping[str, Any], pr
         if "{parameters}" in tmpl:
             vals["parameters"] = parameters_text(case)
         expected = dict(entry.get("expected_output") or {})
-        times: list[float | None] = [None]
-        if st == "deduction" and protocol == "image":
-            times = list(case.timestamps)
-        for i, t in enumerate(times):
+        for i, t in enumerate(_times(case, st, protocol)):
             v = dict(vals)
             if t is not None:
                 v["time_point"] = fmt_seconds(t)
-            if protocol == "video":
-                f = f"cases/{case.case_id}/{st}/rollout_XX.mp4"
-            elif t is None:
-                f = f"cases/{case.case_id}/{st}/rollout_XX.png"
-            else:
-                f = f"cases/{case.case_id}/{st}/rollout_XX/{keyframe_name(i, t)}"
-            recs.append({
-                "prompt_version": templates["prompt_version"], "variant": variant, "protocol": protocol,
-                "case_id": case.case_id, "subtrack": st, "timestamp": t, "input_image": img,
-                "prompt": render(tmpl, v), "expected_output": dict(expected, file=f),
-                "num_rollouts": num_rollouts,
-            })
+            recs.append(_record(case, protocol, variant, st, i, t, img, render(tmpl, v), expected,
+                                templates["prompt_version"], num_rollouts))
     return recs, notes
+
+
+def apple_pi_case_prompts(case: EvalCase, ds_root: Path, source, protocol: str, num_rollouts: int,
+                          expected_from: Mapping[str, Any], subtracks: Iterable[str] = SUBTRACKS) -> list[dict]:
+    """Records for one case from the published package's templates (`source`: an
+    `apple_pi_prompts.ApplePiTemplates`). The values are the case's own numbers, as the published
+    exporter passes them (formula choices without Orchard's own "A. " labels, which the published
+    builder adds itself); `expected_output` comes from our shipped file (what is scored, not wording)."""
+    from .apple_pi_prompts import bare_choices
+
+    if case.formula is None:
+        raise CaseFormatError(f"{case.case_id}: no formula choices")
+    choices = bare_choices(case.formula.choices)
+    fam = expected_from["families"].get(protocol, {})
+    img = input_image(case, ds_root)
+    recs = []
+    for st in subtracks:
+        expected = dict((fam.get(st) or {}).get("expected_output") or {})
+        for i, t in enumerate(_times(case, st, protocol)):
+            prompt = source.render(protocol, st, formula_choices=choices,
+                                   target_time=case.target_time, physics_duration=case.physics_duration,
+                                   time_point=t)
+            recs.append(_record(case, protocol, "default", st, i, t, img, prompt, expected, source.prompt_version,
+                                num_rollouts))
+    return recs
 
 
 def build_prompts(cases: str | Path | Dataset, protocol: str = "video", variant: str = "default",
                   templates: str | Path | None = None, subtracks: Iterable[str] = SUBTRACKS
                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Prompt records of a dataset. `templates`: None (the shipped file), a template file, or
+    "apple-pi" (the paper's prompts from the installed published package)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if isinstance(templates, str) and templates == APPLE_PI:
+        if variant != "default":
+            raise TemplateError(f"--templates {APPLE_PI}: the published prompts exist in one variant only "
+                                f"(default); {variant!r} is Orchard's own (use the shipped templates)")
+        from .apple_pi_prompts import load_apple_pi
+
+        source = load_apple_pi()           # fails here, before any case is read, when it is not installed
+        ds = cases if isinstance(cases, Dataset) else load_dataset(cases)
+        expected_from = load_templates(None)
+        recs = []
+        notes = [f"dataset problem (case skipped): {p}" for p in ds.problems] + list(source.notes)
+        for cid in sorted(ds.cases):
+            try:
+                recs.extend(apple_pi_case_prompts(ds.cases[cid], ds.root, source, protocol, ds.num_rollouts,
+                                                  expected_from, subtracks))
+            except (CaseFormatError, TemplateError) as exc:
+                notes.append(f"{cid}: {exc}")
+        fractional = sorted(cid for cid, c in ds.cases.items() if float(c.physics_duration) != int(c.physics_duration))
+        if protocol == "video" and fractional and "deduction" in subtracks:
+            notes.append(f"{len(fractional)} case(s) have a non-integer physics_duration (e.g. {fractional[0]}); "
+                         f"release 1.0 of the published builder states T in whole seconds (int(T))")
+        for r in recs:
+            r["templates"] = dict(source.info)
+        return recs, notes
     ds = cases if isinstance(cases, Dataset) else load_dataset(cases)
     tm = load_templates(templates)
     recs: list[dict[str, Any]] = []
@@ -305,9 +374,47 @@ def build_prompts(cases: str | Path | Dataset, protocol: str = "video", variant:
             continue
         recs.extend(r)
         notes.extend(n)
+    shipped = Path(tm["_source"]).resolve() == DEFAULT_TEMPLATES.resolve()
     for r in recs:
-        r["templates"] = {"file": Path(tm["_source"]).name, "sha256": tm["_sha256"]}
+        r["templates"] = {"source": "orchard" if shipped else "custom", "file": Path(tm["_source"]).name,
+                          "sha256": tm["_sha256"]}
     return recs, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Which prompts a submission answered
+# ---------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def shipped_prompt_version() -> str:
+    return str(load_templates(None)["prompt_version"])
+
+
+def prompt_source(prompt_version: str | None) -> str:
+    """The template source a declared prompt_version stands for: "apple-pi" (the published release's
+    prompts, version 1.0), "orchard" (our shipped templates), "custom" (any other) or "unknown"
+    (nothing declared)."""
+    if prompt_version is None or str(prompt_version) == "":
+        return "unknown"
+    if str(prompt_version) == APPLE_PI_PROMPT_VERSION:
+        return APPLE_PI
+    try:
+        if str(prompt_version) == shipped_prompt_version():
+            return "orchard"
+    except TemplateError:  # pragma: no cover - the shipped file is part of the package
+        pass
+    return "custom"
+
+
+def prompt_provenance(prompt_version: str | None) -> dict[str, Any]:
+    """A run's record of the prompts its predictions answered (from submission.json's prompt_version);
+    for the published prompts, also what the installed package would render them with."""
+    out: dict[str, Any] = {"source": prompt_source(prompt_version),
+                           "prompt_version": None if prompt_version is None else str(prompt_version)}
+    if out["source"] == APPLE_PI:
+        from .apple_pi_prompts import installed_info
+
+        out["apple_pi"] = installed_info()
+    return out
 
 
 def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:

@@ -10,9 +10,11 @@ lost and none is written twice. A record whose key is already present is never a
 
 Provenance. `provenance(...)` collects what makes scores comparable: the orchard-eval version, the
 versions of the libraries that decode and measure (numpy, scipy, OpenCV, PyAV, Pillow), the Python
-version, the judge (name and non-secret config), the alignment/fusion rule, the segmenter, and the
-dataset (path and SHA-256 of its `dataset.json`). Resuming into a directory whose records were made
-under a different scoring setup (`scoring_key`) is refused instead of silently mixing them.
+version, the judge (name and non-secret config), the alignment/fusion rule, the segmenter, the
+dataset (path and SHA-256 of its `dataset.json`), and the prompts the predictions answered
+(`prompts`: the source submission.json's prompt_version stands for, see `prompts.prompt_source`).
+Resuming into a directory whose records were made under a different scoring setup (`scoring_key`) is
+refused instead of silently mixing them.
 """
 from __future__ import annotations
 
@@ -86,7 +88,10 @@ def dependency_versions() -> dict[str, str | None]:
 
 
 def provenance(dataset_root: str | Path, judge: Mapping[str, Any], rule: str, segmenter: str,
-               protocol: str | None = None, num_rollouts: int | None = None) -> dict[str, Any]:
+               protocol: str | None = None, num_rollouts: int | None = None,
+               prompt_version: str | None = None) -> dict[str, Any]:
+    from .prompts import prompt_provenance
+
     root = Path(dataset_root)
     index = root / "dataset.json"
     return {
@@ -99,6 +104,7 @@ def provenance(dataset_root: str | Path, judge: Mapping[str, Any], rule: str, se
         "dataset_sha256": sha256_file(index) if index.is_file() else None,
         "protocol": protocol,
         "num_rollouts": num_rollouts,
+        "prompts": prompt_provenance(prompt_version),
     }
 
 

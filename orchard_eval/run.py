@@ -451,7 +451,7 @@ def build_scorer(cases: str, predictions: str, judge: str, judge_options: Mappin
     ds = load_dataset(cases, case_ids=case_ids)
     sub = load_submission(predictions)
     j = get_judge(judge, **dict(judge_options or {}))
-    prov = provenance(cases, judge_config(j), rule, segmenter, sub.protocol, ds.num_rollouts)
+    prov = provenance(cases, judge_config(j), rule, segmenter, sub.protocol, ds.num_rollouts, sub.prompt_version)
     return Scorer(ds, sub, j, rule, segmenter, prov)
 
 
@@ -497,7 +497,8 @@ def run_evaluation(opts: RunOptions) -> RunResult:
     ds = load_dataset(opts.cases)                      # refuses unsafe manifests before anything is written
     sub = load_submission(opts.predictions)
     judge = get_judge(opts.judge, **opts.judge_options)
-    prov = provenance(opts.cases, judge_config(judge), opts.rule, opts.segmenter, sub.protocol, ds.num_rollouts)
+    prov = provenance(opts.cases, judge_config(judge), opts.rule, opts.segmenter, sub.protocol, ds.num_rollouts,
+                      sub.prompt_version)
     out.mkdir(parents=True, exist_ok=True)
     handler = _file_logger(out)
     log.addHandler(handler)

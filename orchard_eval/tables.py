@@ -5,7 +5,11 @@
 written as CSV (machine-readable, empty cell = no score) and Markdown (— = no score). Every cell comes
 from a run's `summary.json` (`table_row`), i.e. from case-level means, never from other cells.
 `orchard-eval table results/*` puts several runs side by side; judged and objective-only runs are
-labelled in the Mode column and never merged.
+labelled in the Mode column and never merged. The Prompts column says which prompts each run's
+predictions answered (`provenance.prompts`: source and prompt_version, e.g. `apple-pi 1.0` for the
+paper's own prompts, `orchard orchard-prompts-v1` for ours); when the rows do not all share one, the
+Markdown table says so under the rows (`mixed_prompts`), so runs prompted differently are never
+compared silently.
 """
 from __future__ import annotations
 
@@ -39,14 +43,29 @@ def load_summary(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+def prompts_label(summary: Mapping[str, Any]) -> str:
+    """`<source> <prompt_version>` of a run's predictions ("unknown" for runs that did not record it)."""
+    prov = summary.get("provenance") if isinstance(summary.get("provenance"), Mapping) else {}
+    p = prov.get("prompts") if isinstance(prov.get("prompts"), Mapping) else {}
+    source = str(p.get("source") or "unknown")
+    version = p.get("prompt_version")
+    return source if source == "unknown" or version in (None, "") else f"{source} {version}"
+
+
 def rows(summaries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for s in summaries:
         r = {"Model": str(s.get("model", "?")), "Mode": str(s.get("mode", "?")),
-             "Protocol": str(s.get("protocol", "?"))}
+             "Protocol": str(s.get("protocol", "?")), "Prompts": prompts_label(s)}
         r.update({c: s["table_row"].get(c) for c in COLUMNS})
         out.append(r)
     return out
+
+
+def mixed_prompts(summaries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The distinct prompt labels of the rows when there is more than one (else [])."""
+    labels = sorted({prompts_label(s) for s in summaries})
+    return labels if len(labels) > 1 else []
 
 
 def _fmt(v: Any, digits: int) -> str:
@@ -56,20 +75,25 @@ def _fmt(v: Any, digits: int) -> str:
 def to_csv(summaries: Sequence[Mapping[str, Any]], digits: int = 4) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["Model", "Mode", "Protocol", *COLUMNS])
+    w.writerow(["Model", "Mode", "Protocol", "Prompts", *COLUMNS])
     for r in rows(summaries):
-        w.writerow([r["Model"], r["Mode"], r["Protocol"],
+        w.writerow([r["Model"], r["Mode"], r["Protocol"], r["Prompts"],
                     *["" if r[c] is None else f"{float(r[c]):.{digits}f}" for c in COLUMNS]])
     return buf.getvalue()
 
 
 def to_markdown(summaries: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
-    head = ["Model", "Mode", *COLUMNS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * len(COLUMNS)) + "|"]
+    head = ["Model", "Mode", "Prompts", *COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * len(COLUMNS)) + "|"]
     for r in rows(summaries):
-        lines.append("| " + " | ".join([r["Model"].replace("|", "\\|"), r["Mode"],
-                                        *[_fmt(r[c], digits) for c in COLUMNS]]) + " |")
+        cells = [r["Model"].replace("|", "\\|"), r["Mode"], r["Prompts"].replace("|", "\\|")]
+        lines.append("| " + " | ".join([*cells, *[_fmt(r[c], digits) for c in COLUMNS]]) + " |")
     notes = []
+    mixed = mixed_prompts(summaries)
+    if mixed:
+        notes.append("**Rows answered different prompts** (" + "; ".join(mixed) + "): compare only rows with the "
+                     "same Prompts value; scores made under other prompts than the paper's (apple-pi 1.0) do not "
+                     "sit next to its Table 2.")
     if any(r["Mode"] == "objective-only" for r in rows(summaries)):
         notes.append("objective-only rows: no judge; P-T and F-T have no objective metric (—), the other "
                      "cells use the objective metrics alone and are not comparable with judged rows.")

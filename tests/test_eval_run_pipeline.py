@@ -62,6 +62,8 @@ def test_run_writes_records_summary_tables(ds, oracle, tmp_path):
     prov = r["provenance"]
     assert prov["judge"]["name"] == "none" and prov["rule"] == "paper" and len(prov["dataset_sha256"]) == 64
     assert {"numpy", "pyav", "opencv"} <= set(prov["dependencies"]) and prov["orchard_eval"]
+    # the prompts the predictions answered: submission.json's prompt_version 1.0 is the published release's
+    assert prov["prompts"]["source"] == "apple-pi" and prov["prompts"]["prompt_version"] == "1.0"
     assert r["mode"] == "objective-only"
     pt = next(r for r in recs if r["subtrack"] == "perception_text")
     assert pt["score"] is None and pt["valid"]
@@ -70,7 +72,7 @@ def test_run_writes_records_summary_tables(ds, oracle, tmp_path):
     assert list(s["table_row"]) == list(COLUMNS)
     assert s["table_row"]["P-T"] is None and s["table_row"]["Ded."] > 0.8
     csv = (out / "table.csv").read_text().splitlines()
-    assert csv[0].split(",") == ["Model", "Mode", "Protocol", *COLUMNS]
+    assert csv[0].split(",") == ["Model", "Mode", "Protocol", "Prompts", *COLUMNS]
     md = (out / "table.md").read_text()
     assert "| Avg. | P-T | P-G | F-T | F-G | Ded. | Grav. | Mom. | N1 | Multi | Sim. | Real |" in md
     # schemas
@@ -198,10 +200,10 @@ def test_apple_layout_and_table_command(tmp_path, capsys):
     capsys.readouterr()
     assert main(["table", *map(str, outs), "--out", str(tmp_path / "side")]) == 0
     md = (tmp_path / "side.md").read_text().splitlines()
-    assert md[0] == "| Model | Mode | " + " | ".join(COLUMNS) + " |"
+    assert md[0] == "| Model | Mode | Prompts | " + " | ".join(COLUMNS) + " |"
     assert md[2].startswith("| oracle |") and md[3].startswith("| blank |")
     rows = (tmp_path / "side.csv").read_text().splitlines()
-    assert rows[0].split(",")[3:] == list(COLUMNS) and len(rows) == 3
+    assert rows[0].split(",")[4:] == list(COLUMNS) and len(rows) == 3
 
 
 def test_image_protocol_oracle(ds, tmp_path):

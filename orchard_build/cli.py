@@ -20,6 +20,7 @@ from .tasks import TASK_NAMES
 SUBCOMMANDS = ("build", "validate", "sheet", "qa", "generate", "export")
 SUBCOMMANDS += ("export-usd",)  # Isaac Sim: the OpenUSD stage of a case
 SUBCOMMANDS += ("ingest", "annotate", "agreement")  # real-world cases: orchard_build/realworld/cli.py
+SUBCOMMANDS += ("doctor",)  # what works on this machine: orchard_build/doctor.py
 
 
 def _build_parser(prog: str = "orchard-build") -> argparse.ArgumentParser:
@@ -206,7 +207,8 @@ def _top_help() -> str:
             + "  agreement A B  inter-annotator Cohen's κ and ICC(2,1) of two passes\n"
             + "  qa DIR         automatic case QA (orchard-build qa --help)\n"
             + "  generate       sample configs from declared ranges (orchard-build generate --help)\n"
-            + "  export DIR     write a dataset in the Apple-PI-GT layout (orchard-build export --help)\n")
+            + "  export DIR     write a dataset in the Apple-PI-GT layout (orchard-build export --help)\n"
+            + "  doctor         what works on this machine, with fixes (orchard-build doctor --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_generate(_generate_parser().parse_args(argv))
         if command == "export":
             return _cmd_export(_export_parser().parse_args(argv))
+        if command == "doctor":
+            from .doctor import main as doctor
+
+            return doctor(argv, prog="orchard-build doctor")
         if command in ("ingest", "annotate", "agreement"):  # real-world cases
             from .realworld.cli import run as run_realworld
 

@@ -8,6 +8,7 @@
     orchard-eval table    results/* [--out STEM]
     orchard-eval baseline --kind oracle|static|blank --cases DATASET --out PRED_DIR [--protocol video|image]
     orchard-eval agreement RESULTS_A RESULTS_B [--json]
+    orchard-eval doctor   [--json] [--out DIR] [--label-studio-url URL] [--only CHECK …]
 
 Exit status: 0 success; 1 the input has problems (validation issues, responses that scored 0 because
 of bad artifacts are NOT a failure of `run`); 2 the command could not run (bad arguments, a dataset
@@ -85,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("results_a", metavar="RESULTS_A")
     ag.add_argument("results_b", metavar="RESULTS_B")
     ag.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+    # parsed by orchard_build.doctor (see main); listed here for --help
+    sub.add_parser("doctor", add_help=False, help="what works on this machine (rendering, video, OCR, judge, "
+                                                  "Label Studio, …), with fixes; exit 1 when the default path cannot")
     return p
 
 
@@ -214,6 +219,11 @@ COMMANDS = {"agreement": cmd_agreement, "validate-predictions": cmd_validate, "p
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["doctor"]:
+        from orchard_build.doctor import main as doctor
+
+        return doctor(args[1:], prog="orchard-eval doctor")
     p = _parser()
     a = p.parse_args(argv)
     if a.command is None:

@@ -135,3 +135,29 @@ def test_answer_strokes_survive_jpeg_but_an_orange_body_is_not_a_stroke():
     ball = np.zeros((H, W), bool)
     cv2.circle(ball.view(np.uint8), (150, 250), 20, 1, -1)
     assert (found & ball).sum() < 0.05 * ball.sum()
+
+
+def _scene_with_bodies(seed: int = 3):
+    from types import SimpleNamespace
+
+    cond = textured_plate(seed)
+    masks = {}
+    for oid, (x, y, r, col) in {"a": (220, 200, 26, (200, 40, 40)), "b": (420, 230, 32, (40, 160, 60))}.items():
+        m = np.zeros((H, W), np.uint8)
+        cv2.circle(m, (x, y), r, 1, -1)
+        cond[m > 0] = col
+        masks[oid] = m > 0
+    return cond, SimpleNamespace(reference_image=cond, reference_masks=masks, cache={})
+
+
+@pytest.mark.parametrize("sigma", [1.0, 1.5])
+def test_rim_softness_measures_how_far_an_answer_smears_its_objects(sigma):
+    from orchard_eval.segment.conditioning import rim_softness
+
+    cond, ctx = _scene_with_bodies()
+    soft = cv2.GaussianBlur(cond, (0, 0), sigma)
+    assert abs(rim_softness(soft, ctx, None) - sigma) <= 0.5
+    # a frame 0 as sharp as the condition frame (codec noise aside) is not soft
+    noisy = np.clip(cond + np.random.default_rng(0).normal(0, 2, cond.shape), 0, 255).astype(np.uint8)
+    assert rim_softness(noisy, ctx, None) == 0.0
+

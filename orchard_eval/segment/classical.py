@@ -893,7 +893,7 @@ class ClassicalSegmenter:
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
                     and ctx.scene_depth.shape == image.shape[:2] else None, limbs=limbs,
                     shadows=ctx.shadows if ctx.shadows is not None
-                    and ctx.shadows.shape == image.shape[:2] else None, faint=faint)
+                    and ctx.shadows.shape == image.shape[:2] else None, faint=faint, softness=view.softness)
             else:
                 everything = np.ones(image.shape[:2], bool)
                 masks, centres, prior_notes = apply_shape_prior(

@@ -33,6 +33,7 @@ WHITE_SHIFT_LEVELS = 2.0
 BLUR_STEPS = (0.6, 1.0, 1.5, 2.2)   # Gaussian σ (pixels) an answer's softness is matched with
 BLUR_EXPLAINS = 0.8
 BACKGROUND_LEVELS = 24       # RGB levels (largest channel) a background pixel may differ by and still be the case's
+RIM_INTERIOR_AGREES = 0.9   # share of an object's interior frame 0 must show as the condition frame does
 BACKGROUND_CHANGED = 0.2     # share of frame 0's background beyond that: the answer shows another background
 
 
@@ -47,6 +48,7 @@ class View:
     blur: float = 0.0
     reference: "AnswerReference | None" = None   # `plate` is this answer's own background
     own_background: bool = False           # `plate` was estimated from this frame alone
+    softness: float = 0.0                  # Gaussian σ (px) by which the answer smears object rims
 
     @property
     def registered(self) -> bool:
@@ -125,6 +127,7 @@ class AnswerReference:
     notes: list[str]
     plate_lab: np.ndarray | None = None     # `plate` in Lab, once per answer
     registration: Registration | None = None  # the camera of frame 0
+    softness: float = 0.0      # how far the answer smears the objects' rims (`rim_softness`)
 
 
 def t0_region(ctx) -> np.ndarray:
@@ -178,9 +181,56 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
         else:
             own = _seen_later(ctx, marks, curve, fill, out)
             notes.append("the answer's background is not the case's: its own is used")
-        ref = AnswerReference(curve, own, changed, out, notes, registration=reg0)
+        soft = rim_softness(out, ctx, hidden)
+        if soft:
+            notes.append(f"the answer's rims are softer than the case's (σ {soft:g} px on frame 0)")
+        ref = AnswerReference(curve, own, changed, out, notes, registration=reg0, softness=soft)
     ctx.answer_cache["reference"] = ref
     return ref
+
+
+def rim_softness(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
+    """How far the answer smears an object's colour across its outline (a codec's chroma
+    subsampling and motion blocks, a soft render): the Gaussian σ of BLUR_STEPS whose blurred
+    condition frame best matches the answer's frame 0 (in the case's camera and photometry) on the
+    pixels within a pixel of the outlines of the objects frame 0 shows where the condition frame
+    does (their interiors agree), 0 unless it explains them clearly better than the condition frame
+    itself."""
+    cond = ctx.reference_image
+    parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
+    diff = np.abs(frame0.astype(np.int16) - cond.astype(np.int16)).max(axis=2)
+    rim = np.zeros(cond.shape[:2], bool)
+    for outline, interior in parts:
+        if np.mean(diff[interior] <= BACKGROUND_LEVELS) >= RIM_INTERIOR_AGREES:
+            rim |= outline
+    if hidden is not None:
+        rim &= ~hidden
+    if rim.sum() < 20:
+        return 0.0
+    a = frame0[rim].astype(np.float64)
+    best, best_r, r0 = 0.0, None, None
+    for sigma in (0.0,) + BLUR_STEPS:
+        ref = cond if sigma == 0 else _cached(ctx, f"condition_blur_{sigma:g}", lambda: cv2.GaussianBlur(
+            cond, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE))
+        r = float(np.median(np.abs(a - ref[rim]).max(axis=1)))
+        if r0 is None:
+            r0 = best_r = r
+        elif r < best_r:
+            best, best_r = sigma, r
+    return best if best and best_r < BLUR_EXPLAINS * r0 - 0.5 else 0.0
+
+
+def _outlines(masks: dict, shape: tuple[int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per object: the pixels within a pixel of its outline, and its interior (2 px in)."""
+    out = []
+    k = np.ones((3, 3), np.uint8)
+    for m in masks.values():
+        if m is not None and m.shape == shape and m.any():
+            u = m.astype(np.uint8)
+            interior = cv2.erode(u, np.ones((5, 5), np.uint8)) > 0
+            if interior.sum() >= 10:
+                out.append(((cv2.dilate(u, k) > 0) & ~(cv2.erode(u, k) > 0), interior))
+    return out
 
 
 def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.ndarray, frame0: np.ndarray
@@ -266,7 +316,9 @@ def scene_view(image: np.ndarray, ctx, likely_object=None) -> View:
             notes.append("the answer's background is not the case's: estimated from the answer itself")
     if hidden is not None and not hidden.any():
         hidden = None
-    return View(out, hidden, reg, curve, notes, plate=background, blur=sigma, reference=ref, own_background=own)
+    softness = ref.softness if ref is not None else sigma
+    return View(out, hidden, reg, curve, notes, plate=background, blur=sigma, reference=ref, own_background=own,
+                softness=softness)
 
 
 def _explains(image: np.ndarray, background: np.ndarray, hidden: np.ndarray | None) -> bool:

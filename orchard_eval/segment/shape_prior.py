@@ -55,6 +55,7 @@ CIRCLE_POINTS = 64
 MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the prior is not applied
 MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette may claim every pixel
 MIN_BLOB_PX = 20
+SMEAR_PER_SIGMA = 2.0    # a blurred edge's colour reaches this many σ outside the outline
 SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob fills all round
 MAX_BLOB_RATIO = 6.0     # a blob larger than this many silhouettes is not fitted
 ATTITUDE_DEDUP_DEG = 0.5
@@ -376,15 +377,17 @@ def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.nda
 
 def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[float, float]]], blob: np.ndarray,
                evidence: np.ndarray, weight: np.ndarray, time: float | None,
-               rims: list[LimbModel | None] | None = None, attitudes: list[np.ndarray] | None = None
-               ) -> list[Fit] | None:
+               rims: list[LimbModel | None] | None = None, attitudes: list[np.ndarray] | None = None,
+               smear_px: float = 0.0) -> list[Fit] | None:
     """Jointly fit several bodies that together make up `blob` (look-alike objects that touch or
     overlap in the image): the modelled coverage is the union of their silhouettes. `starts`: the
     image positions to start from, one list (a position per body) per start; the start and the
     attitude combination with the lowest robust cost win. `Fit.iou` is the agreement of the union.
     `rims`: per body, its learned rim (`LimbModel.edge_shift`): the modelled coverage ramp of each
     outline direction sits where the rendered rim does; the fitted pose is the geometric one.
-    `attitudes`: one attitude per body to fit with (a refit), instead of each body's candidates."""
+    `attitudes`: one attitude per body to fit with (a refit), instead of each body's candidates.
+    `smear_px`: how far outside its outline the answer smears a body's colour (`SMEAR_PER_SIGMA` ×
+    the answer's rim softness): those pixels say nothing against a fit and are left out of `Fit.iou`."""
     if int(blob.sum()) < MIN_BLOB_PX:
         return None
     h, w = blob.shape
@@ -485,10 +488,11 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
         polys = [camera.silhouette(b, X, R) for b, X, R in zip(bodies, Xs, Rs)]
         if any(pg is None for pg in polys):
             continue
-        inside = np.zeros(target.size, bool)
-        for pg in polys:
-            inside |= signed_distance(pg, cx, cy) >= 0
+        sd_max = np.max([signed_distance(pg, cx, cy) for pg in polys], axis=0)
+        inside = sd_max >= 0
         ok = sel & trust
+        if smear_px > 0:
+            ok = ok & ~((sd_max < 0) & (sd_max > -smear_px))
         iou = float((inside & t_in & ok).sum()) / max(float(((inside | t_in) & ok).sum()), 1.0)
         if best is None or fun < best[0]:
             fits = []
@@ -798,7 +802,8 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
                       allowed: np.ndarray, ambiguous: np.ndarray, unobservable: np.ndarray | None,
                       time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU,
                       keep_rims: bool = False, scene_depth: np.ndarray | None = None,
-                      limbs: dict[str, LimbModel] | None = None, shadows=None, faint: np.ndarray | None = None
+                      limbs: dict[str, LimbModel] | None = None, shadows=None, faint: np.ndarray | None = None,
+                      softness: float = 0.0
                       ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
     """Refine per-object masks with their rigid silhouettes (see the module docstring).
 
@@ -815,7 +820,10 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     are distrusted only there, and a body's unlit side elsewhere is evidence again. `faint`: pixels
     that differ from the plate by more than its noise though less than a change: a silhouette claims
     them where they lie more than a pixel inside its outline and nothing hides the body (a dark body
-    passing in front of a dark support). Returns (masks, image centres of the fitted bodies, notes).
+    passing in front of a dark support). `softness`: the Gaussian σ (px) by which the answer smears
+    a body's colour across its outline (`conditioning.rim_softness`): blob pixels that close outside
+    a fitted outline are its smear, neither evidence against the fit nor part of the mask. Returns
+    (masks, image centres of the fitted bodies, notes).
 
     Works on the region around the blobs only (a crop with the camera's principal point moved), so
     its cost follows the objects' size, not the frame's."""
@@ -851,7 +859,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
             {k: m[roi] for k, m in out.items()}, bodies, camera.crop(x0, y0), image[roi], plate[roi], allowed[roi],
             ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
             None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi),
-            None if faint is None else faint[roi])
+            None if faint is None else faint[roi], softness)
         for k in out:
             out[k][roi] = sub[k]
         centres.update({k: (u + x0, v + y0) for k, (u, v) in sub_centres.items()})
@@ -865,8 +873,9 @@ class _RoiFit:
     start and how to fit."""
 
     def __init__(self, masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs,
-                 shadows):
+                 shadows, smear_px: float = 0.0):
         self.bodies, self.camera, self.image, self.plate = bodies, camera, image, plate
+        self.smear_px = smear_px
         self.unobservable, self.time, self.scene_depth = unobservable, time, scene_depth
         self.limbs, self.shadows = limbs, shadows
         self.shape = shape = next(iter(masks.values())).shape
@@ -967,7 +976,8 @@ class _RoiFit:
         alpha, weight, keep_now = self.evidence(blob, blob, [(i, f.image_centre) for i, f in zip(ids, fs)])
         weight[distrusted] = 0.0
         again = fit_bodies(self.camera, [self.bodies[i] for i in ids], [[f.image_centre for f in fs]], blob, alpha,
-                           weight, self.time, [self.limbs.get(i) for i in ids], [f.attitude for f in fs])
+                           weight, self.time, [self.limbs.get(i) for i in ids], [f.attitude for f in fs],
+                           smear_px=self.smear_px)
         return (fs, keep_now) if again is None else (again, keep_now)
 
     def evidence(self, blob: np.ndarray, own: np.ndarray, starts: list[tuple[str, tuple[float, float]]] = ()):
@@ -1051,7 +1061,7 @@ class _RoiFit:
             w = weight.copy()
             w[hidden | zone] = 0.0
             fs = fit_bodies(self.camera, [self.bodies[i] for i in ids], starts, blob, alpha, w, self.time,
-                            None if not self.limbs else [self.limbs.get(i) for i in ids])
+                            None if not self.limbs else [self.limbs.get(i) for i in ids], smear_px=self.smear_px)
             if fs is None or rounds == 1:
                 break
             now = self.hidden_at(ids, fs, None)
@@ -1071,8 +1081,10 @@ class _RoiFit:
 
 
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
-                  keep_rims, scene_depth, limbs, shadows, faint=None):
-    roi = _RoiFit(masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs, shadows)
+                  keep_rims, scene_depth, limbs, shadows, faint=None, softness: float = 0.0):
+    smear = SMEAR_PER_SIGMA * softness
+    roi = _RoiFit(masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs, shadows,
+                  smear)
     shape = roi.shape
     notes: list[str] = []
     fits: dict[str, Fit] = {}
@@ -1121,7 +1133,10 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     out = dict(masks)
     templates = {oid: rasterise(f.polygon, shape) for oid, f in fits.items()}
     ring_k = np.ones((3, 3), np.uint8)
-    near = {oid: cv2.dilate(t.astype(np.uint8), ring_k) > 0 for oid, t in templates.items()}
+    # the blended rim: one pixel, or as far as the answer smears a body's colour outward
+    reach = max(1, int(math.ceil(smear)))
+    near_k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach + 1, 2 * reach + 1)) if reach > 1 else ring_k
+    near = {oid: cv2.dilate(t.astype(np.uint8), near_k) > 0 for oid, t in templates.items()}
     for oid, f in fits.items():
         others = np.zeros(shape, bool)
         for k, n in near.items():

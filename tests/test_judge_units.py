@@ -278,3 +278,27 @@ def test_two_periods_in_a_number_resolved_by_the_expected_numbers():
     assert MT.resolve_dots("F_N = 1.63.9.81, a = 0", [1.63, 9.81, 0.0]) == "F_N = 1.63*9.81, a = 0"
     assert MT.resolve_dots("v = 2.9.81", [2.0, 9.81]) == "v = 2*9.81"
     assert MT.resolve_dots("x = 3.25", [1.0]) == "x = 3.25"
+
+
+def _ocr_threads_in_child(q):
+    from orchard_eval.judging import ocr
+
+    q.put(ocr._thread_params())
+
+
+def test_ocr_runs_one_thread_per_pool_worker_and_honours_the_override(monkeypatch):
+    import multiprocessing as mp
+
+    from orchard_eval.judging import ocr
+
+    monkeypatch.delenv("ORCHARD_OCR_THREADS", raising=False)
+    assert ocr._thread_params() == {}                      # the driver: onnxruntime's default (every core)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_ocr_threads_in_child, args=(q,))
+    p.start()
+    got = q.get(timeout=60)
+    p.join()
+    assert got["EngineConfig.onnxruntime.intra_op_num_threads"] == 1
+    monkeypatch.setenv("ORCHARD_OCR_THREADS", "3")
+    assert ocr._thread_params()["EngineConfig.onnxruntime.intra_op_num_threads"] == 3

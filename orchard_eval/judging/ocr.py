@@ -69,9 +69,23 @@ def engine():
                 raise OCRUnavailable("the programmatic judge needs rapidocr and onnxruntime "
                                      "(pip install 'orchard-bench[ocr]')") from exc
             logging.getLogger("RapidOCR").setLevel(logging.WARNING)
-            _engine = RapidOCR(params=dict(PARAMS))
+            _engine = RapidOCR(params={**PARAMS, **_thread_params()})
             logging.getLogger("RapidOCR").setLevel(logging.WARNING)
         return _engine
+
+
+def _thread_params() -> dict:
+    """onnxruntime's threads: by default one per core; in a pool worker (`--jobs N`: N workers
+    share the cores) one, since a pool of multi-threaded sessions oversubscribes the cores and their
+    spinning threads take each other's time. ORCHARD_OCR_THREADS overrides."""
+    import multiprocessing
+    import os
+
+    n = int(os.environ.get("ORCHARD_OCR_THREADS", "0") or 0)
+    if n <= 0 and multiprocessing.parent_process() is not None:
+        n = 1
+    return {"EngineConfig.onnxruntime.intra_op_num_threads": n, "EngineConfig.onnxruntime.inter_op_num_threads": 1} \
+        if n > 0 else {}
 
 
 def read_text(img: np.ndarray, scale: float = 1.0) -> list[TextBox]:

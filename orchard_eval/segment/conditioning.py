@@ -208,16 +208,25 @@ def rim_softness(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
     if rim.sum() < 20:
         return 0.0
     a = frame0[rim].astype(np.float64)
-    best, best_r, r0 = 0.0, None, None
-    for sigma in (0.0,) + BLUR_STEPS:
+
+    def residual(sigma: float) -> float:
         ref = cond if sigma == 0 else _cached(ctx, f"condition_blur_{sigma:g}", lambda: cv2.GaussianBlur(
             cond, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE))
-        r = float(np.median(np.abs(a - ref[rim]).max(axis=1)))
+        return float(np.median(np.abs(a - ref[rim]).max(axis=1)))
+    return _best_blur(residual, 0.5)
+
+
+def _best_blur(residual, margin: float) -> float:
+    """The σ of BLUR_STEPS with the smallest `residual(σ)`, 0 unless it is below BLUR_EXPLAINS of
+    no blur's residual minus `margin` (levels)."""
+    best, best_r, r0 = 0.0, None, None
+    for sigma in (0.0,) + BLUR_STEPS:
+        r = residual(sigma)
         if r0 is None:
             r0 = best_r = r
         elif r < best_r:
             best, best_r = sigma, r
-    return best if best and best_r < BLUR_EXPLAINS * r0 - 0.5 else 0.0
+    return best if best and best_r < BLUR_EXPLAINS * r0 - margin else 0.0
 
 
 def _outlines(masks: dict, shape: tuple[int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -376,16 +385,12 @@ def matched_blur(image: np.ndarray, ctx, marks: Landmarks | None) -> float:
     xy = marks.xy[1]
     ix, iy = (xy[:, 0] - 0.5).astype(int), (xy[:, 1] - 0.5).astype(int)
     g = grey(image)[iy, ix].astype(np.float64)
-    best, best_r = 0.0, None
-    for sigma in (0.0,) + BLUR_STEPS:
+
+    def residual(sigma: float) -> float:
         p = _cached(ctx, f"landmark_grey_{sigma:g}", lambda: grey(
             ctx.background if sigma == 0 else blurred_plate(ctx, sigma))[iy, ix].astype(np.float64))
-        r = float(np.median(np.abs(g - p - np.median(g - p))))
-        if best_r is None:
-            r0 = best_r = r
-        elif r < best_r:
-            best, best_r = sigma, r
-    return best if best and best_r < BLUR_EXPLAINS * r0 - 0.3 else 0.0
+        return float(np.median(np.abs(g - p - np.median(g - p))))
+    return _best_blur(residual, 0.3)
 
 
 def _union(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 
+from .apt.taxonomy import Transition
 from .paths import UnsafePathError, safe_join
 
 SUBTRACKS = ("perception_text", "perception_graphic", "formulation_text", "formulation_graphic", "deduction")
@@ -146,6 +147,8 @@ class EvalCase:
     target_state: tuple[TargetState, ...] = ()
     n_frames_declared: int | None = None
     source_detail: str = ""
+    # the case's typed analytic events (events.json), in time order; None where the layout has none
+    events: "tuple[Transition, ...] | None" = None
     extra: dict[str, Any] = field(default_factory=dict)
     assets: CaseAssets | None = field(default=None, repr=False)
 

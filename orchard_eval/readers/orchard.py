@@ -1,6 +1,6 @@
 """Reader for Orchard's own case directories (docs/case-format.md): `case.json` with an `artifacts`
-map of role → relative path, validated against `schemas/case.schema.json` (and the timestamps and
-velocity schemas) before anything is used."""
+map of role → relative path, validated against `schemas/case.schema.json` (and the timestamps,
+velocity and events schemas) before anything is used."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +8,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ..apt.taxonomy import Transition, events_to_transitions
 from ..cases import (TASK_PILLAR, CaseFormatError, EvalCase, FormulaInfo, ObjectInfo, ObjectTracks,
                      TargetState, as_matrix, read_json_file, schema_errors)
 from ..media import MediaError, read_image, read_label_image
@@ -171,6 +172,16 @@ def _target_state(path: Path | None) -> tuple[TargetState, ...]:
     return tuple(out)
 
 
+def _events(path: Path | None) -> tuple[Transition, ...] | None:
+    if path is None or not path.is_file():
+        return None
+    doc = read_json_file(path)
+    errs = schema_errors(doc, "events.schema.json")
+    if errs:
+        raise CaseFormatError(f"{path}: " + "; ".join(errs[:5]))
+    return tuple(events_to_transitions(doc))
+
+
 def read_case(case_dir: str | Path, case_id: str | None = None, strict: bool = True) -> EvalCase:
     case_dir = Path(case_dir)
     doc = read_json_file(case_dir / "case.json")
@@ -222,6 +233,7 @@ def read_case(case_dir: str | Path, case_id: str | None = None, strict: bool = T
         timestamps=timestamps, frame_size=(int(doc["frame_size"]["width"]), int(doc["frame_size"]["height"])),
         objects=objects, intrinsic=K, extrinsic=E, formula=_formula(opt("formula_info")),
         annotation_text=_annotation_text(opt("annotations")), target_state=_target_state(opt("velocity")),
+        events=_events(opt("events") or case_dir / "events.json"),
         n_frames_declared=int(doc["n_frames"]), extra={"artifacts": artifacts, "law_level": doc.get("law_level")},
         assets=assets,
     )

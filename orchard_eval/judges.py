@@ -39,6 +39,10 @@ class JudgeRequest:
     answer: list[np.ndarray]                         # one image, or the frames of a video / keyframe
     references: dict[str, np.ndarray] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    # what the evaluator already computed about the same answer and a judge may reuse instead of
+    # redoing it (`segmentations`: the objective metrics' Segmentation per answer frame; the answer's
+    # own `condition_frame` and `source_size`); never part of a prompt or a cache key
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -39,6 +39,9 @@ class ObjectiveResult:
     details: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     low_confidence: bool = False
+    # Deduction: the Segmentation of every answer frame (None where the frame is missing), kept in
+    # memory for the judge; not part of a record
+    segmentations: list | None = None
 
 
 def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Segmenter | None = None,
@@ -119,6 +122,15 @@ def deduction_mask_ious(pred_union: Sequence[np.ndarray], gt_union: Sequence[np.
             "weighted_spatial_iou": M.weighted_spatial_iou(pu, gu)}
 
 
+def answer_segmentations(case: EvalCase, frames, seg: Segmenter, times, condition=None, source_size=None) -> list:
+    """The Segmentation of every answer frame exactly as `deduction_metrics` computes it (same
+    context, same chaining of priors); for a judge that was not handed the metrics' own."""
+    keep: list = []
+    gt = gt_deduction(case, list(times))
+    _segment_sequence(case, frames, seg, list(times), gt.frames, condition, source_size, keep=keep)
+    return keep
+
+
 def deduction_context(case: EvalCase, frames, condition=None, source_size=None):
     """The segmentation context of one Deduction answer (its frames, its own frame 0, its source size);
     the caller sets `time` and `gt_frame` per frame. The judge segments with the same context."""
@@ -130,12 +142,13 @@ def deduction_context(case: EvalCase, frames, condition=None, source_size=None):
 
 
 def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_frames=None, condition=None,
-                      source_size=None):
+                      source_size=None, keep: list | None = None):
     """Masks per frame, low-confidence flag, notes, where each object is per frame (its fitted
     centre or mask centroid, `Segmentation.positions`) and the pixels each frame does not show
     (`Segmentation.unobservable`, None where nothing is hidden). `gt_frames`: the GT frames at
     `times`, when the caller has decoded them (`SegmentContext.gt_frame`); `condition`: the
-    answer's own frame 0 (`SegmentContext.answer_condition`)."""
+    answer's own frame 0 (`SegmentContext.answer_condition`); `keep`, when given, receives the
+    Segmentation of every frame (None for a missing one)."""
     ctx = deduction_context(case, frames, condition, source_size)
     shape = (case.frame_size[1], case.frame_size[0])
     out, low, notes = [], False, []
@@ -147,6 +160,8 @@ def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_fra
             out.append({o.id: np.zeros(shape, bool) for o in case.objects})
             where.append({})
             hidden.append(None)
+            if keep is not None:
+                keep.append(None)
             continue
         ctx.time = None if times is None else float(times[k])
         ctx.gt_frame = None if gt_frames is None else gt_frames[k]
@@ -157,6 +172,8 @@ def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_fra
             notes.extend(s.notes)
             ctx.priors = {k: c for k, c in s.centroids().items() if c is not None} or ctx.priors
         where.append(_resolve_alike(case, s.positions(), s.alike, ctx.time))
+        if keep is not None:
+            keep.append(s)
         out.append(s.masks)
         hidden.append(s.unobservable if s.unobservable is not None and s.unobservable.any() else None)
     return out, low, notes, where, hidden
@@ -185,10 +202,13 @@ def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmen
     if all(i is None for i in gt.instances):
         res.notes.append("no GT instance masks: mask metrics not applicable")
         return res
+    res.segmentations = []
     try:
         pred_masks, low, notes, where, hidden = _segment_sequence(case, packet.frames, seg, packet.times, gt.frames,
-                                                                  packet.condition_frame, packet.source_size)
+                                                                  packet.condition_frame, packet.source_size,
+                                                                  keep=res.segmentations)
     except ValueError as exc:
+        res.segmentations = None
         res.notes.append(f"mask metrics not applicable: {exc}")
         return res
     res.low_confidence, res.notes = low, res.notes + sorted(set(notes))

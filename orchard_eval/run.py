@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 import os
 import sys
 import time
@@ -54,6 +55,7 @@ log = logging.getLogger("orchard_eval")
 
 RULES = ("paper", "published")
 JUDGE_ATTEMPTS = 3
+SEGMENTATIONS_KEPT = 4   # answers whose Deduction segmentations stay in memory for the judge
 MAX_KEEP_FRAMES = 4000   # frames held at GT resolution when a video declares no frame count
 
 
@@ -291,6 +293,7 @@ class Scorer:
         # objective results of identical answer files (same bytes, same case and subtrack): rollouts that
         # repeat a file are scored once per process; the values are those a fresh computation gives
         self._objective_cache: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._segmentations: OrderedDict[Any, list] = OrderedDict()
 
     def base_record(self, case: EvalCase, subtrack: str, rollout: int) -> dict[str, Any]:
         return {"record_version": RECORD_VERSION, "case_id": case.case_id, "subtrack": subtrack, "rollout": rollout,
@@ -339,7 +342,16 @@ class Scorer:
             if len(self._objective_cache) > 256:
                 self._objective_cache.clear()
             self._objective_cache[key] = out
+        # the segmentations are large: kept for the judge of this answer and of identical rollouts
+        # (scored right after it, in the same task), not for the whole run
+        if r.segmentations is not None and not self.objective_only:
+            self._segmentations[key or (case.case_id, subtrack, None)] = r.segmentations
+            while len(self._segmentations) > SEGMENTATIONS_KEPT:
+                self._segmentations.popitem(last=False)
         return out
+
+    def _kept_segmentations(self, case: EvalCase, subtrack: str, rec: dict[str, Any]) -> list | None:
+        return self._segmentations.get((case.case_id, subtrack, rec["artifact"].get("sha256") or None))
 
     def _score(self, case: EvalCase, subtrack: str, rollout: int, rec: dict[str, Any]) -> None:
         protocol = self.submission.protocol
@@ -385,6 +397,7 @@ class Scorer:
             rec["notes"] += r["notes"]
             rec["low_confidence"] = r["low_confidence"]
             refs = _refs(case, REFERENCE_ROLES[subtrack])
+            segs = self._kept_segmentations(case, subtrack, rec)
             if protocol == "image":
                 request = None
                 per_ts = []
@@ -398,8 +411,10 @@ class Scorer:
 
                         gt = gt_deduction(case, pk.times)
                     facts = dict(_facts(case, subtrack), time_point=t)
+                    one = None if segs is None else [segs[i]]
                     req = JudgeRequest(case.case_id, subtrack, rubric, [frame], dict(refs, gt_frame=gt.frames[i]),
-                                       facts)
+                                       facts, context={"segmentations": one, "sequence": (pk.frames, pk.times, i),
+                                                       "source_size": pk.source_size})
                     crit, fb, err = ask_judge(self.judge, req, self.judge_attempts)
                     if err is not None:
                         rec["metrics"] = objective
@@ -409,8 +424,11 @@ class Scorer:
                         break
                     per_ts.append(crit)
             else:
-                request = JudgeRequest(case.case_id, subtrack, rubric, [f for f in pk.frames if f is not None],
-                                       refs, _facts(case, subtrack))
+                shown = [i for i, f in enumerate(pk.frames) if f is not None]
+                context = {"condition_frame": pk.condition_frame, "source_size": pk.source_size,
+                           "segmentations": None if segs is None else [segs[i] for i in shown]}
+                request = JudgeRequest(case.case_id, subtrack, rubric, [pk.frames[i] for i in shown],
+                                       refs, _facts(case, subtrack), context=context)
                 per_ts = None
         rec["metrics"] = objective
         criteria, feedback = None, None

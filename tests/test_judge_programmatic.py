@@ -224,3 +224,33 @@ def test_deterministic(built, judge):
     a = score(judge, case, "perception_text", case.image("perception_text"))[1].scores
     b = score(get_judge("programmatic"), case, "perception_text", case.image("perception_text"))[1].scores
     assert a == b
+
+
+def test_deduction_judge_reuses_the_metrics_segmentation(built, judge):
+    """The evaluator hands the judge the segmentation its metrics made of the same frames: the
+    criteria equal those of a judge that segments again (one set of masks), and the handed-over
+    masks are really the ones used (empty ones cost object consistency)."""
+    from dataclasses import replace
+
+    from orchard_eval.segment.base import Segmentation
+
+    _, by_task = built
+    case = next(iter(by_task.values()))
+    pk = oracle_answer(case, "deduction")
+    metrics = deduction_metrics(case, pk)
+    assert metrics.segmentations is not None and len(metrics.segmentations) == len(pk.frames)
+    rub = rubric_for("deduction", "video")
+    facts = {"case": case, "timestamps": list(case.timestamps)}
+    context = {"condition_frame": pk.condition_frame, "source_size": pk.source_size}
+    again = judge.score(JudgeRequest(case.case_id, "deduction", rub, list(pk.frames), refs_of(case), facts,
+                                     context=context)).scores
+    handed = judge.score(JudgeRequest(case.case_id, "deduction", rub, list(pk.frames), refs_of(case), facts,
+                                      context=dict(context, segmentations=metrics.segmentations))).scores
+    assert handed == again
+    empty = [replace(s, masks={k: np.zeros_like(m) for k, m in s.masks.items()}) for s in metrics.segmentations]
+    assert all(isinstance(s, Segmentation) for s in empty)
+    blind = judge.score(JudgeRequest(case.case_id, "deduction", rub, list(pk.frames), refs_of(case), facts,
+                                     context=dict(context, segmentations=empty))).scores
+    assert blind["object_consistency"] < handed["object_consistency"] - 0.5
+    # the handed-over segmentations are not changed by the judge
+    assert all(any(m.any() for m in s.masks.values()) for s in metrics.segmentations)

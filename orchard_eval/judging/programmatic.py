@@ -20,7 +20,7 @@ import json
 import re
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +30,13 @@ import numpy as np
 from ..judges import NOT_APPLICABLE, JudgeRequest, JudgeResult, register_judge
 from ..media import resize_rgb
 from ..segment import get_segmenter
-from ..objective import deduction_context
+from ..segment.base import Segmentation
 from ..segment.classical import context_for_case, to_lab
 from . import mathtext as MT
 from . import measure as ME
 from . import ocr as OCR
 
-VERSION = "1.0.0"
+VERSION = "1.1.0"   # 1.1: Deduction criteria use the objective metrics' segmentation
 NA = NOT_APPLICABLE
 ORANGE = np.array([255, 140, 0], np.uint8)
 
@@ -1099,17 +1099,38 @@ class ProgrammaticJudge:
         T = case.physics_duration
         return [T * (k + 1) / len(frames) for k in range(len(frames))]
 
-    def _ded_frame(self, case, R: CaseRefs, frame, t, ctx):
-        """Per-frame measurements against the GT frame at t."""
+    def _answer_segmentations(self, case, frames, times, request) -> list:
+        """The objective metrics' segmentation of these frames: handed over by the evaluator, else
+        recomputed the same way (same context and chaining), so that the judge and the metrics see
+        one set of masks."""
+        from ..objective import answer_segmentations
+
+        context = request.context or {}
+        segs = context.get("segmentations")
+        if segs is not None and len(segs) == len(frames):
+            return list(segs)
+        if context.get("sequence") is not None:   # one keyframe of an image-protocol answer
+            seq_frames, seq_times, k = context["sequence"]
+            # the metrics segmented the whole sequence (priors chain through it): so does the judge
+            return [answer_segmentations(case, list(seq_frames), self.segmenter, seq_times, None,
+                                         context.get("source_size"))[k]]
+        return answer_segmentations(case, frames, self.segmenter, times, context.get("condition_frame"),
+                                    context.get("source_size"))
+
+    def _ded_frame(self, case, R: CaseRefs, frame, t, seg):
+        """Per-frame measurements against the GT frame at t, with the answer frame's segmentation."""
         from ..canonical import gt_deduction
 
         gt = gt_deduction(case, [t])
         gframe, inst = gt.frames[0], gt.instances[0]
         gmasks = {o.id: (inst == o.instance_id) if inst is not None else np.zeros(gframe.shape[:2], bool)
                   for o in case.objects}
-        ctx.time, ctx.gt_frame = float(t), gframe
-        seg = self.segmenter.segment(frame, ctx)
-        seg.masks = _pair_alike(seg.masks, seg.alike, gmasks)
+        shape = gframe.shape[:2]
+        if seg is None:
+            seg = Segmentation(masks={o.id: np.zeros(shape, bool) for o in case.objects},
+                               foreground=np.zeros(shape, bool))
+        # a copy: the segmentation may be shared with the metrics and with identical rollouts
+        seg = replace(seg, masks=_pair_alike(seg.masks, seg.alike, gmasks))
         diag = R.diag
         out: dict[str, Any] = {"centroids": {}, "gt_centroids": {}, "sizes": {}}
         union = np.zeros(gframe.shape[:2], bool)
@@ -1165,8 +1186,8 @@ class ProgrammaticJudge:
 
     def _ded_keyframe(self, case, R: CaseRefs, frames, request):
         t = float(request.facts.get("time_point", case.timestamps[0]))
-        ctx = deduction_context(case, frames[-1:])
-        m = self._ded_frame(case, R, frames[-1], t, ctx)
+        seg = self._answer_segmentations(case, frames[-1:], [t], request)[0]
+        m = self._ded_frame(case, R, frames[-1], t, seg)
         return {"gen_annotations_removed": NA if m["removed"] is None else m["removed"],
                 "object_consistency": m["consistency"], "visual_quality": m["quality"],
                 "object_position_match": m["position"], "physics_accuracy": 0.5 * (m["position"] + ME.ramp(m["iou"], 0.8, 0.2))}, \
@@ -1174,11 +1195,8 @@ class ProgrammaticJudge:
 
     def _ded_video(self, case, R: CaseRefs, frames, request):
         times = self._times(case, frames, request.facts or {})
-        ctx = deduction_context(case, frames)
-        per = []
-        for f, t in zip(frames, times):
-            per.append(self._ded_frame(case, R, f, t, ctx))
-            ctx.priors = {k: tuple(v) for k, v in per[-1]["centroids"].items()} or ctx.priors
+        segs = self._answer_segmentations(case, frames, times, request)
+        per = [self._ded_frame(case, R, f, t, s) for f, t, s in zip(frames, times, segs)]
         rem = [p["removed"] for p in per if p["removed"] is not None]
         cons = float(np.mean([p["consistency"] for p in per]))
         # consistency over time: the answer/GT area ratio should not jump between frames

@@ -59,6 +59,7 @@ class MatchResult:
     per_domain: dict[str, Counts]
     timing_errors: list[float]            # |Δt| of the matched pairs, seconds
     type_accuracy: float | None = None    # on pairs matched by time (and objects) alone
+    n_loose: int = 0                      # how many such pairs
     unknown_types: list[str] = field(default_factory=list)
 
     @property
@@ -125,7 +126,7 @@ def match_chains(pred: Sequence[Transition], gt: Sequence[Transition], tolerance
     type_acc = (sum(pred[i].type == gt[j].type for i, j in loose) / len(loose)) if loose else None
     unknown = sorted({p.type for p in pred if p.type not in DOMAIN_OF})
     return MatchResult(pairs=pairs, overall=overall, per_type=per_type, per_domain=per_domain,
-                       timing_errors=[abs(pred[i].t - gt[j].t) for i, j in pairs], type_accuracy=type_acc,
+                       timing_errors=[abs(pred[i].t - gt[j].t) for i, j in pairs], type_accuracy=type_acc, n_loose=len(loose),
                        unknown_types=unknown)
 
 

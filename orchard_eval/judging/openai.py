@@ -233,6 +233,11 @@ class OpenAIJudge:
                 time.sleep(d)
         raise JudgeFailure(f"judge endpoint failed after {self.max_retries + 1} attempts: {last}")
 
+    def complete(self, messages: list[dict[str, Any]]) -> str:
+        """One chat completion with this judge's endpoint, model, settings and retries (for other
+        benchmarks that ask the same endpoint, e.g. the APT chain benchmark); raises JudgeFailure."""
+        return self._call(messages)
+
     def score(self, request: JudgeRequest) -> JudgeResult:
         messages, parts = self.build_messages(request)
         key = cache_key(parts)

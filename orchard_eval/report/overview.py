@@ -67,7 +67,7 @@ def _per_run(r: Results) -> str:
         c = [v for v in (rec.get("criteria") or {}).values() if isinstance(v, (int, float))]
         if m and c:
             pairs.append((mean(c), mean(m)))
-        if not s:
+        if rec.get("error") or s == 0:  # None = no score for this mode (objective-only P-T/F-T), not a zero
             err = rec.get("error") or {}
             zero[str(err.get("kind") or "scored 0")].append(rec["case_id"])
     if by_task:

@@ -7,6 +7,7 @@
                           [--judge none|…] [--judge-option KEY=VALUE …] [--jobs N] [--rule paper|published]
     orchard-eval table    results/* [--out STEM]
     orchard-eval baseline --kind oracle|static|blank --cases DATASET --out PRED_DIR [--protocol video|image]
+    orchard-eval report   RESULTS_DIR [RESULTS_DIR …] --out REPORT_DIR [--jobs N]
     orchard-eval agreement RESULTS_A RESULTS_B [--json]
     orchard-eval doctor   [--json] [--out DIR] [--label-studio-url URL] [--only CHECK …]
 
@@ -74,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("table", help="put several runs side by side (CSV + Markdown)")
     t.add_argument("results", nargs="+", metavar="RESULTS_DIR")
     t.add_argument("--out", metavar="STEM", help="write STEM.csv and STEM.md (default: print Markdown)")
+
+    rp = sub.add_parser("report", help="write a static HTML report of one or more runs (opens from disk)")
+    rp.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    rp.add_argument("--out", required=True, metavar="REPORT_DIR")
+    rp.add_argument("--jobs", type=int, default=1, help="worker processes for the case pages (default 1)")
+    rp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     b = sub.add_parser("baseline", help="write an oracle / static / blank prediction directory")
     b.add_argument("--kind", required=True, choices=("oracle", "static", "blank"))
@@ -223,6 +230,16 @@ def cmd_table(a) -> int:
     return 0
 
 
+def cmd_report(a) -> int:
+    from .report import write_report
+
+    problems = write_report(a.results, a.out, jobs=a.jobs, progress=not a.no_progress)
+    for m in problems:
+        print(f"orchard-eval report: warning: {m}", file=sys.stderr)
+    print(f"report written to {a.out}/index.html")
+    return 0
+
+
 def cmd_baseline(a) -> int:
     from .baselines import write_baseline
 
@@ -292,8 +309,8 @@ def cmd_apt(a: argparse.Namespace) -> int:
     return 1 if res["failed"] else 0
 
 
-COMMANDS = {"agreement": cmd_agreement, "apt": cmd_apt, "validate-predictions": cmd_validate, "prompts": cmd_prompts, "run": cmd_run, "table": cmd_table,
-            "baseline": cmd_baseline}
+COMMANDS = {"agreement": cmd_agreement, "apt": cmd_apt, "validate-predictions": cmd_validate, "prompts": cmd_prompts,
+            "run": cmd_run, "table": cmd_table, "baseline": cmd_baseline, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

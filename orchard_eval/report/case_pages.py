@@ -1,0 +1,97 @@
+"""One page per case (answers and references per subtrack and rollout, scores per criterion and
+group, judge feedback, metric values, Deduction per-timestamp details) and the case list."""
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import mean
+
+from PIL import Image
+
+from . import svg
+from .html import esc, fmt, num, page, table
+from .load import Results
+from .overview import case_href
+
+THUMB = 320  # thumbnails, never full frames: a 400-case report stays small and fast
+
+
+def thumbnail(src: Path, dst: Path) -> bool:
+    """Write a PNG thumbnail of src (first frame of a video is not decoded here); False when absent."""
+    if not src.is_file():
+        return False
+    with Image.open(src) as im:
+        im = im.convert("RGB")
+        im.thumbnail((THUMB, THUMB))
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        im.save(dst, "PNG")
+    return True
+
+
+def render_case(job: tuple) -> tuple[str, str]:
+    """(file name, HTML) of one case; job = (case_id, [(run name, records)], dataset root or None, out dir)."""
+    cid, runs, dataset, out = job
+    stem = cid.replace("/", "__")
+    parts = []
+    if dataset is not None:
+        for name in ("annotated_first_frame.png", "first_frame.png"):
+            if thumbnail(Path(dataset) / "cases" / cid / name, Path(out) / "thumbs" / f"{stem}.png"):
+                parts.append(f'<h2>Input image</h2><img class="thumb" alt="input image of {esc(cid)}" '
+                             f'src="../thumbs/{stem}.png">')
+                break
+        else:
+            parts.append('<div class="warn">the input image is not on disk (dataset moved?)</div>')
+    else:
+        parts.append('<div class="warn">dataset not found on disk: no input image or references</div>')
+    for run_name, recs in runs:
+        parts.append(f"<h2>{esc(run_name)}</h2>")
+        if not recs:
+            parts.append('<div class="warn">no records for this case in this run (missing)</div>')
+        for rec in sorted(recs, key=lambda r: (r["subtrack"], r.get("rollout", 0))):
+            parts.append(_record_block(rec))
+    return stem + ".html", page(f"Case {cid}", "".join(parts), depth=1)
+
+
+def _record_block(rec: dict) -> str:
+    head = f"<h3>{esc(rec['subtrack'])} · rollout {esc(rec.get('rollout'))} · score {fmt(rec.get('score'))}</h3>"
+    rows = []
+    for group, d in (("metric", rec.get("metrics")), ("criterion", rec.get("criteria")), ("group", rec.get("groups"))):
+        for k, v in sorted((d or {}).items()):
+            rows.append([esc(group), esc(k), num(v)])
+    body = [table(["Kind", "Name", "Value"], rows, cls="scores")] if rows else []
+    err = rec.get("error")
+    if err:
+        body.append(f'<div class="warn">scored 0: {esc(err.get("kind"))}: {esc(err.get("detail"))}</div>')
+    if rec.get("judge_feedback"):
+        body.append(f"<p>Judge feedback: {esc(rec['judge_feedback'])}</p>")
+    art = rec.get("artifact") or {}
+    if art.get("path"):
+        body.append(f"<p>Answer: <code>{esc(art['path'])}</code>"
+                    + (f", chosen frames {esc(art.get('pred_indices'))}" if art.get("pred_indices") else "") + "</p>")
+    det = rec.get("metric_details") or {}
+    series = [(k, list(range(len(v))), [float(x) for x in v]) for k, v in det.items()
+              if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v)]
+    if series:
+        body.append('<div class="plots">' + "".join(svg.lines([s], f"{s[0]} per timestamp") for s in series) + "</div>")
+    return head + "".join(body)
+
+
+def case_list(results: list[Results]) -> str:
+    """The sortable, filterable list of every case with each run's mean score."""
+    meta: dict[str, dict] = {}
+    scores: dict[tuple[str, int], list[float]] = {}
+    for i, r in enumerate(results):
+        for rec in r.records:
+            meta.setdefault(rec["case_id"], rec)
+            if rec.get("score") is not None:
+                scores.setdefault((rec["case_id"], i), []).append(float(rec["score"]))
+    head = ["Case", "Task", "Pillar", "Source", *[f"Score {r.name}" for r in results]]
+    rows = []
+    for cid in sorted(meta):
+        m = meta[cid]
+        rows.append([f'<a href="{case_href(cid)}">{esc(cid)}</a>', esc(m.get("task")), esc(m.get("pillar")),
+                     esc(m.get("source")),
+                     *[num(mean(scores[(cid, i)]) if (cid, i) in scores else None) for i in range(len(results))]])
+    filters = ('<p>Filter: task <input class="filter" data-col="1" size="14"> pillar <input class="filter" data-col="2" '
+               'size="14"> source <input class="filter" data-col="3" size="5"> first score ≥ '
+               '<input class="filter" data-col="4" data-min="1" size="4"></p>')
+    return page("Cases", filters + table(head, rows, tid="cases"))

@@ -1,0 +1,126 @@
+"""`orchard-eval report` on runs of the oracle, static and blank baselines over small synthetic cases,
+opened in a real headless Chromium (Selenium + the system chromium-driver): pages load without
+console errors or failed requests, the oracle's Table 2 values are in the DOM, images decode."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchard_eval import synthetic as syn
+from orchard_eval.cli import main
+from orchard_eval.tables import COLUMNS
+
+CIDS = ["UniversalGravitation/FreeFall/000000", "ConservationOfMomentum/PerfectlyElasticCollision/000001"]
+TASKS = ["free_fall", "perfectly_elastic_collision"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rep")
+    ds = root / "ds"
+    for k, (cid, task) in enumerate(zip(CIDS, TASKS)):
+        syn.write_orchard_case(ds, syn.Scene(width=96, height=64, background_seed=k), cid, task=task)
+    syn.write_index(ds, CIDS, "orchard")
+    out = {}
+    for kind in ("oracle", "static", "blank"):
+        pred, res = root / f"pred_{kind}", root / f"res_{kind}"
+        assert main(["baseline", "--kind", kind, "--cases", str(ds), "--out", str(pred)]) == 0
+        assert main(["run", "--judge", "none", "--cases", str(ds), "--predictions", str(pred), "--out", str(res),
+                     "--no-progress"]) == 0
+        out[kind] = res
+    return root, out
+
+
+def _browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("no system chromium + chromedriver (apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (pip install -e .[test])")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1800"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+def _failed_requests(drv) -> list[str]:
+    bad = []
+    for e in drv.get_log("performance"):
+        msg = json.loads(e["message"])["message"]
+        if msg["method"] == "Network.loadingFailed":
+            bad.append(str(msg["params"]))
+        if msg["method"] == "Network.responseReceived" and msg["params"]["response"].get("status", 200) >= 400:
+            bad.append(msg["params"]["response"]["url"])
+    return bad
+
+
+def _check_page(drv, path: Path, shot: Path) -> str:
+    drv.get(path.as_uri())
+    errors = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    assert _failed_requests(drv) == []
+    widths = drv.execute_script("return Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+    assert all(w > 0 for w in widths), widths
+    drv.save_screenshot(str(shot))
+    assert shot.stat().st_size > 0
+    return drv.find_element("tag name", "body").text, len(widths)
+
+
+def test_report_opens_in_a_real_browser(runs, tmp_path):
+    root, res = runs
+    out = tmp_path / "report"
+    assert main(["report", str(res["oracle"]), str(res["static"]), str(res["blank"]), "--out", str(out),
+                 "--no-progress"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # the temp dir was renamed, nothing else left
+    drv = _browser()
+    try:
+        text, _ = _check_page(drv, out / "index.html", tmp_path / "overview.png")
+        row = json.loads((res["oracle"] / "summary.json").read_text())["table_row"]
+        for c in COLUMNS:
+            if row[c] is not None:
+                assert f"{float(row[c]):.3f}" in text, c
+        assert "Stage funnel" in text
+        page = out / "cases" / (CIDS[0].replace("/", "__") + ".html")
+        text, n_img = _check_page(drv, page, tmp_path / "case.png")
+        assert n_img >= 1 and "deduction" in text
+        text, _ = _check_page(drv, out / "cases.html", tmp_path / "cases.png")
+        drv.find_element("css selector", 'input.filter[data-col="1"]').send_keys("free_fall")
+        visible = drv.execute_script("return Array.from(document.querySelectorAll('#cases tbody tr'))"
+                                     ".filter(r => r.style.display !== 'none').length")
+        assert visible == 1
+        text, _ = _check_page(drv, out / "compare.html", tmp_path / "compare.png")
+        assert "Most disagreement" in text
+    finally:
+        drv.quit()
+    print("screenshots in", tmp_path)
+
+
+def test_partial_and_foreign_runs_are_reported(runs, tmp_path):
+    root, res = runs
+    torn = tmp_path / "torn"
+    shutil.copytree(res["static"], torn)
+    lines = (torn / "records.jsonl").read_text().splitlines()
+    (torn / "records.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    (torn / "summary.json").unlink()
+    foreign = tmp_path / "foreign"
+    shutil.copytree(res["blank"], foreign)
+    recs = [json.loads(x) for x in (foreign / "records.jsonl").read_text().splitlines()]
+    for r in recs:
+        r["provenance"]["dataset_sha256"] = "0" * 64
+    (foreign / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    s = json.loads((foreign / "summary.json").read_text())
+    s["provenance"]["dataset_sha256"] = "0" * 64
+    (foreign / "summary.json").write_text(json.dumps(s))
+    out = tmp_path / "rep"
+    assert main(["report", str(res["oracle"]), str(torn), str(foreign), "--out", str(out), "--no-progress"]) == 0
+    html = (out / "index.html").read_text()
+    assert "torn last line" in html and "summary.json is missing" in html and "another dataset" in html
+    assert "expected responses" not in html or "torn" in html
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign", "rep", "torn"]
+    assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "rep2"), "--no-progress"]) == 2
+    assert not (tmp_path / "rep2").exists()

@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--json", action="store_true", help="print the full result as JSON")
 
     # parsed by orchard_build.doctor (see main); listed here for --help
+    from .questions.commands import add_parser as add_questions_parser
+
+    add_questions_parser(sub)
     sub.add_parser("doctor", add_help=False, help="what works on this machine (rendering, video, OCR, judge, "
                                                   "Label Studio, …), with fixes; exit 1 when the default path cannot")
     return p
@@ -215,7 +218,7 @@ def cmd_agreement(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"agreement": cmd_agreement, "validate-predictions": cmd_validate, "prompts": cmd_prompts, "run": cmd_run, "table": cmd_table,
-            "baseline": cmd_baseline}
+            "baseline": cmd_baseline, "questions": lambda a: __import__("orchard_eval.questions.commands", fromlist=["run"]).run(a)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     # parsed by orchard_build.doctor (see main); listed here for --help
+    from .questions.commands import add_parser as add_questions_parser
+
+    add_questions_parser(sub)
     sub.add_parser("doctor", add_help=False, help="what works on this machine (rendering, video, OCR, judge, "
                                                   "Label Studio, …), with fixes; exit 1 when the default path cannot")
     return p
@@ -309,8 +312,15 @@ def cmd_apt(a: argparse.Namespace) -> int:
     return 1 if res["failed"] else 0
 
 
+def cmd_questions(a: argparse.Namespace) -> int:
+    from .questions.commands import run
+
+    return run(a)
+
+
 COMMANDS = {"agreement": cmd_agreement, "apt": cmd_apt, "validate-predictions": cmd_validate, "prompts": cmd_prompts,
-            "run": cmd_run, "table": cmd_table, "baseline": cmd_baseline, "report": cmd_report}
+            "run": cmd_run, "table": cmd_table, "baseline": cmd_baseline, "report": cmd_report,
+            "questions": cmd_questions}
 
 
 def main(argv: list[str] | None = None) -> int:

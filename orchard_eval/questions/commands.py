@@ -1,0 +1,92 @@
+"""`orchard-eval questions generate|oracle|score`: write questions.json per case under an output dir,
+answer them from the cases' GT tracks (the oracle), and score an answers file."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..cases import load_dataset
+from .answer import answer_questions
+from .generate import generate_questions
+from .score import score_answers
+
+
+def _write_json(path: Path, value) -> None:
+    """Atomic: a crash leaves the old file or none, never a half-written one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def generate_all(cases: str, out: str) -> dict[str, dict]:
+    docs = {}
+    for case in load_dataset(cases, strict=True):
+        doc = generate_questions(case)
+        _write_json(Path(out) / case.case_id / "questions.json", doc)
+        docs[case.case_id] = doc
+    return docs
+
+
+def read_questions(qdir: str) -> dict[str, dict]:
+    docs = {}
+    for p in sorted(Path(qdir).rglob("questions.json")):
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        docs[doc["case_id"]] = doc
+    if not docs:
+        raise ValueError(f"{qdir}: no questions.json found (run 'orchard-eval questions generate' first)")
+    return docs
+
+
+def oracle_answers(cases: str, docs: dict[str, dict]) -> dict[str, dict]:
+    ds = load_dataset(cases, strict=True)
+    return {cid: answer_questions(doc, ds.cases[cid].object_tracks(), ds.cases[cid].events or ())
+            for cid, doc in docs.items()}
+
+
+def run(a) -> int:
+    if a.questions_command == "generate":
+        docs = generate_all(a.cases, a.out)
+        print(f"{len(docs)} case(s), {sum(len(d['questions']) for d in docs.values())} questions -> {a.out}")
+        return 0
+    docs = read_questions(a.questions)
+    if a.questions_command == "oracle":
+        answers = oracle_answers(a.cases, docs)
+        _write_json(Path(a.out), {"answerer": "programmatic/gt-tracks", "answers": answers})
+        print(f"oracle answers for {len(answers)} case(s) -> {a.out}")
+        return 0
+    answers = json.loads(Path(a.answers).read_text(encoding="utf-8"))["answers"]
+    rep = score_answers(docs, answers)
+    if a.out:
+        _write_json(Path(a.out), rep)
+    o = rep["overall"]
+    print(f"overall: n={o['n']} accuracy={o['accuracy']:.4f} balanced={o['balanced_accuracy']:.4f} "
+          f"unanswered={o['unanswered']} (chance {rep['chance']})")
+    for level in ("by_pillar", "by_task"):
+        for k, r in rep[level].items():
+            print(f"  {level[3:]:6s} {k:28s} n={r['n']:4d} acc={r['accuracy']:.4f} bal={r['balanced_accuracy']:.4f}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    q = sub.add_parser("questions", help="balanced yes/no questions per case: generate, oracle, score")
+    qs = q.add_subparsers(dest="questions_command", required=True)
+    g = qs.add_parser("generate", help="write <OUT>/<case id>/questions.json for every case")
+    g.add_argument("--cases", required=True, metavar="DATASET")
+    g.add_argument("--out", required=True, metavar="DIR")
+    o = qs.add_parser("oracle", help="answer the questions from the cases' GT tracks")
+    o.add_argument("--cases", required=True, metavar="DATASET")
+    o.add_argument("--questions", required=True, metavar="DIR")
+    o.add_argument("--out", required=True, metavar="ANSWERS_JSON")
+    s = qs.add_parser("score", help="accuracy / balanced accuracy of an answers file")
+    s.add_argument("--questions", required=True, metavar="DIR")
+    s.add_argument("--answers", required=True, metavar="ANSWERS_JSON")
+    s.add_argument("--out", metavar="REPORT_JSON")

@@ -9,6 +9,9 @@
     orchard-eval baseline --kind oracle|static|blank --cases DATASET --out PRED_DIR [--protocol video|image]
     orchard-eval agreement RESULTS_A RESULTS_B [--json]
     orchard-eval doctor   [--json] [--out DIR] [--label-studio-url URL] [--only CHECK …]
+    orchard-eval apt export --cases DATASET --out DIR [--frames 16]
+    orchard-eval apt score  --cases DATASET --predictions FILE.jsonl|DIR --out DIR [--frames 16]
+    orchard-eval apt run    --cases DATASET --base-url URL --model NAME --out DIR [--frames 16] [--jobs N]
 
 Exit status: 0 success; 1 the input has problems (validation issues, responses that scored 0 because
 of bad artifacts are NOT a failure of `run`); 2 the command could not run (bad arguments, a dataset
@@ -86,6 +89,25 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("results_a", metavar="RESULTS_A")
     ag.add_argument("results_b", metavar="RESULTS_B")
     ag.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+    apt = sub.add_parser("apt", help="APT chain benchmark for video-language models (docs/apt.md)")
+    apt_sub = apt.add_subparsers(dest="apt_command", metavar="APT_COMMAND", required=True)
+    ae = apt_sub.add_parser("export", help="write per case the GT video, sampled frames, prompt and GT chain")
+    asc = apt_sub.add_parser("score", help="score chain replies (JSON Lines) against the GT chains")
+    ar = apt_sub.add_parser("run", help="ask an OpenAI-compatible VLM for every chain, then score")
+    for q in (ae, asc, ar):
+        _add_cases(q)
+        q.add_argument("--out", required=True, metavar="DIR")
+        q.add_argument("--frames", type=int, default=16, help="frames sampled per clip (default 16)")
+    asc.add_argument("--predictions", required=True, metavar="FILE.jsonl|DIR")
+    ar.add_argument("--base-url", help="OpenAI-compatible endpoint; the key comes from ORCHARD_JUDGE_API_KEY or "
+                                       "OPENAI_API_KEY only")
+    ar.add_argument("--model", required=True)
+    ar.add_argument("--cache", help="reply cache folder (default OUT/cache)")
+    ar.add_argument("--max-tokens", type=int, default=2048)
+    ar.add_argument("--jobs", type=int, default=4, help="requests in flight (default 4)")
+    ar.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    ar.add_argument("--retries", type=int, default=5, help="retries on 429/5xx/timeouts (default 5)")
 
     # parsed by orchard_build.doctor (see main); listed here for --help
     sub.add_parser("doctor", add_help=False, help="what works on this machine (rendering, video, OCR, judge, "
@@ -214,7 +236,33 @@ def cmd_agreement(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"agreement": cmd_agreement, "validate-predictions": cmd_validate, "prompts": cmd_prompts, "run": cmd_run, "table": cmd_table,
+def cmd_apt(a: argparse.Namespace) -> int:
+    if a.apt_command == "export":
+        from .apt.export import export_dataset
+
+        manifest, notes = export_dataset(a.cases, a.out, n_frames=a.frames)
+        for n in notes:
+            print(f"note: {n}", file=sys.stderr)
+        print(f"{manifest['n_cases']} cases → {Path(a.out) / 'manifest.json'}")
+        return 0
+    from .apt.score import score, to_markdown, write_report
+
+    if a.apt_command == "score":
+        rep = score(a.cases, a.predictions, n_frames=a.frames)
+        write_report(rep, a.out)
+    else:
+        from .apt.vlm import run_vlm
+
+        rep = run_vlm(a.cases, a.out, model=a.model, base_url=a.base_url, n_frames=a.frames, cache_dir=a.cache,
+                      max_tokens=a.max_tokens, jobs=a.jobs, timeout=a.timeout, max_retries=a.retries)
+    for n in rep["notes"]:
+        print(f"note: {n}", file=sys.stderr)
+    print(to_markdown(rep))
+    print(f"report → {Path(a.out) / 'report.json'}")
+    return 0
+
+
+COMMANDS = {"apt": cmd_apt, "agreement": cmd_agreement, "validate-predictions": cmd_validate, "prompts": cmd_prompts, "run": cmd_run, "table": cmd_table,
             "baseline": cmd_baseline}
 
 
@@ -235,9 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     from .prompts import TemplateError
     from .records import RecordLogError
 
+    from .judging.openai import JudgeFailure
+
     try:
         return COMMANDS[a.command](a)
-    except (CaseFormatError, UnsafePathError, TemplateError, RecordLogError, KeyError, ValueError, OSError) as exc:
+    except (CaseFormatError, UnsafePathError, TemplateError, RecordLogError, JudgeFailure, KeyError, ValueError,
+            OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"orchard-eval {a.command}: error: {msg}", file=sys.stderr)
         return 2

@@ -233,6 +233,12 @@ class OpenAIJudge:
                 time.sleep(d)
         raise JudgeFailure(f"judge endpoint failed after {self.max_retries + 1} attempts: {last}")
 
+    def complete(self, messages: list[dict[str, Any]]) -> str:
+        """Send prepared chat messages with this judge's transport (retries, backoff, concurrency
+        limit, key from the environment, `max_tokens`) and return the reply text; raises
+        `JudgeFailure`. Used by other question kinds (the APT chain runner), so there is one client."""
+        return self._call(messages)
+
     def score(self, request: JudgeRequest) -> JudgeResult:
         messages, parts = self.build_messages(request)
         key = cache_key(parts)

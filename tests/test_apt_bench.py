@@ -129,6 +129,7 @@ def test_export_writes_real_files_and_resumes(built, tmp_path):
     assert main(["apt", "export", "--cases", str(built), "--out", str(out)]) == 0
     man = json.loads((out / "manifest.json").read_text())
     assert man["n_cases"] == 2 and man["n_frames"] == 16
+    assert not schema_errors(man, "eval_apt_export.schema.json")
     ds = load_dataset(built)
     for e in man["cases"]:
         d = out / e["dir"]
@@ -142,6 +143,7 @@ def test_export_writes_real_files_and_resumes(built, tmp_path):
         text = (d / "prompt.txt").read_text()
         assert f"[Frame 16/16, t={e['duration_ms']}ms]" in text and '"t_ms"' in text
         chain = json.loads((d / "gt_chain.json").read_text())
+        assert not schema_errors(chain, "eval_apt_chain.schema.json")
         assert [r["type"] for r in chain["transitions"]] == [t.type for t in case.events]
     # resume: a deleted case is written again, the other kept untouched
     first, second = (out / e["dir"] for e in man["cases"])

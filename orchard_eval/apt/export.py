@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-from ..cases import CaseFormatError, Dataset, EvalCase, load_dataset
+from ..cases import CaseFormatError, Dataset, EvalCase, load_dataset, schema_errors
 from ..paths import UnsafePathError, safe_join
 from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan, prompt_as_text, prompt_parts
 
@@ -150,6 +150,9 @@ def export_dataset(cases: str | Path | Dataset, out: str | Path, n_frames: int =
     manifest = {"format": "orchard-apt-export", **_settings(n_frames), "tolerance_ms": 200,
                 "dataset": {"name": ds.name, "version": ds.version, "root": str(ds.root)},
                 "n_cases": len(entries), "cases": entries}
+    errs = schema_errors(manifest, "eval_apt_export.schema.json")
+    if errs:  # a bug here, not bad input
+        raise AssertionError("APT export manifest breaks its schema: " + "; ".join(errs[:5]))
     write_json_atomic(out / "manifest.json", manifest)
     if reused:
         notes.append(f"{reused} case(s) already exported with these settings were kept")

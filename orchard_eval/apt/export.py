@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..cases import CaseFormatError, Dataset, EvalCase, load_dataset, schema_errors
+from ..media import MediaError, read_video_frames
 from ..paths import UnsafePathError, safe_join
 from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan, prompt_as_text, prompt_parts
 
@@ -68,7 +69,17 @@ def export_case(case: EvalCase, out: Path, n_frames: int) -> dict:
     if case.events is None:
         raise CaseFormatError(f"{case.case_id}: the case has no events.json (no GT chain)")
     final = case_dir(out, case.case_id)
-    n_video = case.n_gt_frames()   # decoded count, not the declared one
+    src = _gt_video(case)
+    if src is not None:
+        # decoded here rather than through the case's frame cache, which would keep every case's
+        # frames alive for the whole export (gigabytes over 400 cases)
+        try:
+            decoded, n_video = read_video_frames(src)
+        except MediaError as exc:
+            raise CaseFormatError(f"{case.case_id}: GT video unreadable: {exc}") from exc
+    else:
+        n_video = case.n_gt_frames()
+        decoded = case.gt_frames(range(n_video))
     if n_video != case.n_frames_declared:
         raise CaseFormatError(f"{case.case_id}: the GT video has {n_video} frames, case.json says "
                               f"{case.n_frames_declared}")
@@ -77,15 +88,13 @@ def export_case(case: EvalCase, out: Path, n_frames: int) -> dict:
     shutil.rmtree(staged, ignore_errors=True)
     (staged / "frames").mkdir(parents=True)
     try:
-        src = _gt_video(case)
         if src is not None:
             shutil.copyfile(src, staged / "video.mp4")
         else:
             from ..baselines import encode_video
 
-            frames = case.gt_frames(range(n_video))
-            encode_video(staged / "video.mp4", (frames[i] for i in range(n_video)), fps=case.gt_fps, lossless=True)
-        imgs = case.gt_frames([f.index for f in plan])
+            encode_video(staged / "video.mp4", (decoded[i] for i in range(n_video)), fps=case.gt_fps, lossless=True)
+        imgs = decoded
         frame_rows = []
         for f in plan:
             name = f"frames/{f.number:02d}_{f.t_ms:06d}ms.png"

@@ -10,6 +10,9 @@
     orchard-eval report   RESULTS_DIR [RESULTS_DIR …] --out REPORT_DIR [--jobs N]
     orchard-eval agreement RESULTS_A RESULTS_B [--json]
     orchard-eval doctor   [--json] [--out DIR] [--label-studio-url URL] [--only CHECK …]
+    orchard-eval apt export --cases DATASET --out DIR [--frames 16]
+    orchard-eval apt score  --cases DATASET --predictions FILE.jsonl|DIR --out DIR [--frames 16]
+    orchard-eval apt run    --cases DATASET --base-url URL --model NAME --out DIR [--frames 16] [--jobs N]
 
 Exit status: 0 success; 1 the input has problems (validation issues, responses that scored 0 because
 of bad artifacts are NOT a failure of `run`); 2 the command could not run (bad arguments, a dataset
@@ -94,32 +97,24 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("results_b", metavar="RESULTS_B")
     ag.add_argument("--json", action="store_true", help="print the full result as JSON")
 
-    apt = sub.add_parser("apt", help="APT chain benchmark for video-language models: export, run, score")
-    asub = apt.add_subparsers(dest="apt_command", metavar="STEP", required=True)
-    ae = asub.add_parser("export", help="per case: GT video, sampled frames with time markers, prompt, GT chain")
-    _add_cases(ae)
-    ae.add_argument("--out", required=True, metavar="EXPORT_DIR")
-    ae.add_argument("--frames", type=int, default=16, help="frames per clip (default 16)")
-    ae.add_argument("--frame-width", type=int, default=640, help="frames wider than this are scaled down (0: keep)")
-    asc = asub.add_parser("score", help="score replies (JSON Lines of case_id + reply) against the GT chains")
-    _add_cases(asc)
-    asc.add_argument("--predictions", required=True, metavar="REPLIES.jsonl")
-    asc.add_argument("--out", required=True, metavar="REPORT_DIR", help="writes apt_report.json and apt_report.md")
-    asc.add_argument("--frames", type=int, default=16, help="frames the model was shown (for the frame-grid ceiling)")
-    asc.add_argument("--model", default=None, help="name to print in the report")
-    ar = asub.add_parser("run", help="ask an OpenAI-compatible VLM endpoint for every exported clip, then score")
-    _add_cases(ar)
-    ar.add_argument("--export", required=True, metavar="EXPORT_DIR", help="the folder `apt export` wrote")
-    ar.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint; the key comes from "
-                                                      "ORCHARD_JUDGE_API_KEY or OPENAI_API_KEY only")
+    apt = sub.add_parser("apt", help="APT chain benchmark for video-language models (docs/apt.md)")
+    apt_sub = apt.add_subparsers(dest="apt_command", metavar="APT_COMMAND", required=True)
+    ae = apt_sub.add_parser("export", help="write per case the GT video, sampled frames, prompt and GT chain")
+    asc = apt_sub.add_parser("score", help="score chain replies (JSON Lines) against the GT chains")
+    ar = apt_sub.add_parser("run", help="ask an OpenAI-compatible VLM for every chain, then score")
+    for q in (ae, asc, ar):
+        _add_cases(q)
+        q.add_argument("--out", required=True, metavar="DIR")
+        q.add_argument("--frames", type=int, default=16, help="frames sampled per clip (default 16)")
+    asc.add_argument("--predictions", required=True, metavar="FILE.jsonl|DIR")
+    ar.add_argument("--base-url", help="OpenAI-compatible endpoint; the key comes from ORCHARD_JUDGE_API_KEY or "
+                                       "OPENAI_API_KEY only")
     ar.add_argument("--model", required=True)
-    ar.add_argument("--out", required=True, metavar="RUN_DIR", help="replies.jsonl, cache/, apt_report.json/.md")
-    ar.add_argument("--cache", default=None, help="reply cache folder (default RUN_DIR/cache)")
+    ar.add_argument("--cache", help="reply cache folder (default OUT/cache)")
     ar.add_argument("--max-tokens", type=int, default=2048)
-    ar.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    ar.add_argument("--retries", type=int, default=5, help="retries on 429 / 5xx / timeouts")
-    for q in (ae, ar):
-        q.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ar.add_argument("--jobs", type=int, default=4, help="requests in flight (default 4)")
+    ar.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    ar.add_argument("--retries", type=int, default=5, help="retries on 429/5xx/timeouts (default 5)")
 
     # parsed by orchard_build.doctor (see main); listed here for --help
     from .questions.commands import add_parser as add_questions_parser
@@ -261,55 +256,30 @@ def cmd_agreement(a: argparse.Namespace) -> int:
     return 0
 
 
-def _bar(total: int, a: argparse.Namespace, what: str):
-    from .run import _progress
-
-    return _progress(total, not getattr(a, "no_progress", False) and sys.stderr.isatty(), what)
-
-
-def _print_apt(report: dict, out: str) -> None:
-    o, c = report["overall"], report["ceiling"]
-
-    def pct(v):
-        return "–" if v is None else f"{100 * v:.1f}"
-
-    print(f"{report['n_cases']} clips ({report['n_missing']} without a reply): precision {pct(o['precision'])}, "
-          f"recall {pct(o['recall'])}, F1 {pct(o['f1'])} (frame-grid ceiling F1 {pct(c['f1'])}) → {out}")
-
-
 def cmd_apt(a: argparse.Namespace) -> int:
     if a.apt_command == "export":
-        from .apt.export import export
-        from .cases import load_dataset
+        from .apt.export import export_dataset
 
-        n = sum(1 for c in load_dataset(a.cases).cases.values() if c.events is not None)
-        bar = _bar(n, a, "apt export")
-        try:
-            res = export(a.cases, a.out, a.frames, a.frame_width, progress=bar.update)
-        finally:
-            bar.close()
-        print(f"{len(res['manifest']['cases'])} clips ({res['written']} written, {res['skipped']} already there) → {a.out}")
+        manifest, notes = export_dataset(a.cases, a.out, n_frames=a.frames)
+        for n in notes:
+            print(f"note: {n}", file=sys.stderr)
+        print(f"{manifest['n_cases']} cases → {Path(a.out) / 'manifest.json'}")
         return 0
-    from .apt.score import score_files
+    from .apt.score import score, to_markdown, write_report
 
     if a.apt_command == "score":
-        _print_apt(score_files(a.cases, a.predictions, a.out, a.frames, a.model), a.out)
-        return 0
-    from .apt.vlm import ask_all
+        rep = score(a.cases, a.predictions, n_frames=a.frames)
+        write_report(rep, a.out)
+    else:
+        from .apt.vlm import run_vlm
 
-    manifest = json.loads((Path(a.export) / "apt_manifest.json").read_text(encoding="utf-8"))
-    bar = _bar(len(manifest["cases"]), a, f"apt {a.model}")
-    try:
-        res = ask_all(a.export, a.out, a.model, a.base_url, a.cache, a.max_tokens, a.timeout, a.retries,
-                      progress=bar.update)
-    finally:
-        bar.close()
-    for cid, why in res["failed"].items():
-        print(f"failed: {cid}: {why}", file=sys.stderr)
-    report = score_files(a.cases, res["replies"], a.out, int(manifest["n_frames"]), a.model)
-    print(f"asked {res['asked']}, from cache {res['cached']}, failed {len(res['failed'])}")
-    _print_apt(report, a.out)
-    return 1 if res["failed"] else 0
+        rep = run_vlm(a.cases, a.out, model=a.model, base_url=a.base_url, n_frames=a.frames, cache_dir=a.cache,
+                      max_tokens=a.max_tokens, jobs=a.jobs, timeout=a.timeout, max_retries=a.retries)
+    for n in rep["notes"]:
+        print(f"note: {n}", file=sys.stderr)
+    print(to_markdown(rep))
+    print(f"report → {Path(a.out) / 'report.json'}")
+    return 0
 
 
 def cmd_questions(a: argparse.Namespace) -> int:
@@ -340,9 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     from .prompts import TemplateError
     from .records import RecordLogError
 
+    from .judging.openai import JudgeFailure
+
     try:
         return COMMANDS[a.command](a)
-    except (CaseFormatError, UnsafePathError, TemplateError, RecordLogError, KeyError, ValueError, OSError) as exc:
+    except (CaseFormatError, UnsafePathError, TemplateError, RecordLogError, JudgeFailure, KeyError, ValueError,
+            OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"orchard-eval {a.command}: error: {msg}", file=sys.stderr)
         return 2

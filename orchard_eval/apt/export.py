@@ -1,139 +1,168 @@
-"""`orchard-eval apt export`: the APT chain benchmark's inputs, one folder per case.
+"""`orchard-eval apt export`: one self-contained APT question per case (docs/apt.md).
 
-OUT/
-  apt_manifest.json                 schemas/apt_manifest.schema.json: prompt version, frames per case, cases
-  cases/<case_id>/video.mp4         the GT video, byte for byte
-  cases/<case_id>/frames/NN.png     the sampled frames (at most `frame_width` px wide)
-  cases/<case_id>/request.json      schemas/apt_request.schema.json: the prompt and each frame's marker and time
-  cases/<case_id>/gt_chain.json     schemas/apt_chain.schema.json: the GT chain from events.json
+    OUT/manifest.json                      settings and every case's entry (eval_apt_export.schema.json)
+    OUT/cases/<case_id>/video.mp4          the GT video, copied byte for byte (encoded losslessly when the
+                                           case has PNG frames instead)
+    OUT/cases/<case_id>/frames/NN_<t>ms.png  the sampled frames at source resolution
+    OUT/cases/<case_id>/prompt.json        the message parts (text / frame number) in order
+    OUT/cases/<case_id>/prompt.txt         the same prompt as text, images as <image>
+    OUT/cases/<case_id>/gt_chain.json      the GT chain from events.json (eval_apt_chain.schema.json)
+    OUT/cases/<case_id>/entry.json         this case's manifest entry (written last: the case is done)
 
-Each case is written into a temporary folder beside its final place and renamed into it, so an
-interrupted export leaves whole cases only; a rerun skips the cases already there with the same
-prompt version and frame count.
+Each case is written into a staging folder and moved into place whole, so an interrupted export
+leaves complete cases only; a rerun keeps the cases whose entry matches the settings and writes the
+rest. Case ids come from the dataset index (checked by `load_dataset`) and every output path is
+joined with `paths.safe_join`, so nothing is written outside OUT; OUT may not lie inside the dataset.
 """
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Iterable
 
-from PIL import Image
+from ..cases import CaseFormatError, Dataset, EvalCase, load_dataset, schema_errors
+from ..media import MediaError, read_video_frames
+from ..paths import UnsafePathError, safe_join
+from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan, prompt_as_text, prompt_parts
 
-from ..cases import EvalCase, load_dataset, schema_errors
-from ..media import resize_rgb
-from ..paths import safe_join
-from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, chain_prompt, frame_marker, object_names, sample_frames
-from .taxonomy import Transition
-
-DEFAULT_FRAME_WIDTH = 640
+EXPORT_VERSION = 1
 
 
-class ExportError(ValueError):
-    """The export cannot proceed (no case with events, an output that is not ours)."""
+def write_json_atomic(path: Path, doc: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
-def chain_doc(case_id: str, chain: Iterable[Transition], duration: float | None = None) -> dict[str, Any]:
-    doc: dict[str, Any] = {"case_id": case_id, "transitions": [
-        {"type": t.type, "t_ms": int(round(t.t * 1000.0)), "objects": list(t.objects)} for t in chain]}
-    if duration is not None:
-        doc["duration_ms"] = int(round(duration * 1000.0))
-    return doc
+def gt_chain_doc(case: EvalCase) -> dict:
+    events = case.events or ()
+    return {"case_id": case.case_id, "duration_ms": int(round(1000 * case.physics_duration)),
+            "transitions": [{"type": e.type, "t_ms": int(round(1000 * e.t)), "t_s": e.t, "objects": list(e.objects)}
+                            for e in events]}
 
 
-def request_doc(case: EvalCase, n_frames: int) -> dict[str, Any]:
-    frames = sample_frames(case, n_frames)
-    return {"case_id": case.case_id, "prompt_version": PROMPT_VERSION, "task": case.task, "pillar": case.pillar,
-            "duration_ms": int(round(case.physics_duration * 1000.0)), "fps": case.gt_fps,
-            "objects": object_names(case), "prompt": chain_prompt(case, frames),
-            "frames": [{"file": f"frames/{k:02d}.png", "index": s.index, "t_ms": s.t_ms,
-                        "marker": frame_marker(k, len(frames), s)} for k, s in enumerate(frames)]}
+def _gt_video(case: EvalCase) -> Path | None:
+    rel = case.extra.get("artifacts", {}).get("video") if case.layout == "orchard" else None
+    if not rel:
+        return None
+    p = safe_join(case.path, rel)
+    return p if p.is_file() else None
 
 
-def _write_json(path: Path, doc: Any) -> None:
-    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+def case_dir(out: Path, case_id: str) -> Path:
+    return safe_join(out, f"cases/{case_id}")
 
 
-def _complete(folder: Path, n_frames: int) -> bool:
-    """A case folder an earlier export finished with the same prompt version and frame count."""
+def _settings(n_frames: int) -> dict:
+    return {"export_version": EXPORT_VERSION, "prompt_version": PROMPT_VERSION, "n_frames": int(n_frames)}
+
+
+def export_case(case: EvalCase, out: Path, n_frames: int) -> dict:
+    """Write one case (staged, then moved into place) and return its manifest entry."""
+    from PIL import Image
+
+    if case.events is None:
+        raise CaseFormatError(f"{case.case_id}: the case has no events.json (no GT chain)")
+    final = case_dir(out, case.case_id)
+    src = _gt_video(case)
+    if src is not None:
+        # decoded here rather than through the case's frame cache, which would keep every case's
+        # frames alive for the whole export (gigabytes over 400 cases)
+        try:
+            decoded, n_video = read_video_frames(src)
+        except MediaError as exc:
+            raise CaseFormatError(f"{case.case_id}: GT video unreadable: {exc}") from exc
+    else:
+        n_video = case.n_gt_frames()
+        decoded = case.gt_frames(range(n_video))
+    if n_video != case.n_frames_declared:
+        raise CaseFormatError(f"{case.case_id}: the GT video has {n_video} frames, case.json says "
+                              f"{case.n_frames_declared}")
+    plan = frame_plan(n_video, case.gt_fps, n_frames)
+    staged = final.with_name(f".{final.name}.staging-{os.getpid()}")
+    shutil.rmtree(staged, ignore_errors=True)
+    (staged / "frames").mkdir(parents=True)
     try:
-        req = json.loads((folder / "request.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (req.get("prompt_version") == PROMPT_VERSION and req.get("n_frames_asked") == n_frames
-            and (folder / "gt_chain.json").is_file() and all((folder / f["file"]).is_file() for f in req["frames"]))
+        if src is not None:
+            shutil.copyfile(src, staged / "video.mp4")
+        else:
+            from ..baselines import encode_video
 
-
-def export_case(case: EvalCase, root: Path, n_frames: int, frame_width: int) -> Path:
-    final = safe_join(root / "cases", case.case_id)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        req = request_doc(case, n_frames)
-        req["n_frames_asked"] = n_frames
-        (tmp / "frames").mkdir()
-        frames = case.gt_frames([f["index"] for f in req["frames"]])
-        for f in req["frames"]:
-            img = frames.get(f["index"])
-            if img is None:
-                raise ExportError(f"{case.case_id}: GT frame {f['index']} cannot be decoded")
-            h, w = img.shape[:2]
-            if frame_width and w > frame_width:
-                img = resize_rgb(img, (frame_width, max(1, int(round(h * frame_width / w)))))
-            Image.fromarray(img).save(tmp / f["file"], format="PNG")
-        video = (case.extra.get("artifacts") or {}).get("video")
-        if video:
-            shutil.copyfile(safe_join(case.path, video), tmp / "video.mp4")
-            req["video"] = "video.mp4"
-        chain = chain_doc(case.case_id, case.events or (), case.physics_duration)
-        for doc, schema in ((req, "apt_request.schema.json"), (chain, "apt_chain.schema.json")):
-            errs = schema_errors(doc, schema)
-            if errs:
-                raise ExportError(f"{case.case_id}: {schema}: " + "; ".join(errs[:3]))
-        _write_json(tmp / "request.json", req)
-        _write_json(tmp / "gt_chain.json", chain)
+            encode_video(staged / "video.mp4", (decoded[i] for i in range(n_video)), fps=case.gt_fps, lossless=True)
+        imgs = decoded
+        frame_rows = []
+        for f in plan:
+            name = f"frames/{f.number:02d}_{f.t_ms:06d}ms.png"
+            Image.fromarray(imgs[f.index]).save(staged / name, compress_level=6)
+            frame_rows.append({"number": f.number, "index": f.index, "t_ms": f.t_ms, "file": name})
+        parts = prompt_parts(plan, n_video, case.gt_fps)
+        write_json_atomic(staged / "prompt.json", {"prompt_version": PROMPT_VERSION, "parts": parts})
+        (staged / "prompt.txt").write_text(prompt_as_text(parts), encoding="utf-8")
+        write_json_atomic(staged / "gt_chain.json", gt_chain_doc(case))
+        entry = {"case_id": case.case_id, "dir": f"cases/{case.case_id}", "video": "video.mp4",
+                 "fps": float(case.gt_fps), "n_video_frames": n_video,
+                 "duration_ms": int(round(1000 * (n_video - 1) / case.gt_fps)), "frames": frame_rows,
+                 "prompt": "prompt.json", "prompt_text": "prompt.txt", "gt_chain": "gt_chain.json",
+                 "n_gt": len(case.events), **_settings(n_frames)}
+        write_json_atomic(staged / "entry.json", entry)
+        final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
             shutil.rmtree(final)
-        tmp.rename(final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return final
+        os.replace(staged, final)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return entry
 
 
-def export(cases: str | Path, out: str | Path, n_frames: int = DEFAULT_FRAMES, frame_width: int = DEFAULT_FRAME_WIDTH,
-           progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Export every case of the dataset that has events; returns the manifest."""
-    if n_frames < 2:
-        raise ExportError("at least 2 frames per case")
-    ds = load_dataset(cases)
-    chosen = [c for _, c in sorted(ds.cases.items()) if c.events is not None]
-    if not chosen:
-        raise ExportError(f"{cases}: no case has an events.json (nothing to export)")
-    root = Path(out)
-    manifest_path = root / "apt_manifest.json"
-    if root.exists() and any(root.iterdir()) and not manifest_path.is_file():
-        raise ExportError(f"{root} exists, is not empty and holds no apt_manifest.json: choose another --out")
-    root.mkdir(parents=True, exist_ok=True)
-    done = skipped = 0
-    for case in chosen:
-        folder = safe_join(root / "cases", case.case_id)
-        if _complete(folder, n_frames):
-            skipped += 1
+def _done_entry(out: Path, case_id: str, n_frames: int) -> dict | None:
+    p = case_dir(out, case_id) / "entry.json"
+    try:
+        entry = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or any(entry.get(k) != v for k, v in _settings(n_frames).items()):
+        return None
+    return entry
+
+
+def export_dataset(cases: str | Path | Dataset, out: str | Path, n_frames: int = DEFAULT_FRAMES,
+                   case_ids: Iterable[str] | None = None) -> tuple[dict, list[str]]:
+    """Export every case with events; returns (manifest, notes). Resumes a previous export."""
+    ds = cases if isinstance(cases, Dataset) else load_dataset(cases, case_ids=case_ids)
+    out = Path(out)
+    root = Path(ds.root).resolve()
+    real_out = out.resolve()
+    if real_out == root or root in real_out.parents:
+        raise UnsafePathError(f"{out}: the export may not be written inside the dataset {ds.root}")
+    out.mkdir(parents=True, exist_ok=True)
+    notes = [f"dataset problem (case skipped): {p}" for p in ds.problems]
+    entries = []
+    reused = 0
+    for cid in sorted(ds.cases):
+        case = ds.cases[cid]
+        entry = _done_entry(out, cid, n_frames)
+        if entry is not None:
+            reused += 1
         else:
-            export_case(case, root, n_frames, frame_width)
-            done += 1
-        if progress:
-            progress(1)
-    manifest = {"benchmark": "orchard-apt", "prompt_version": PROMPT_VERSION, "n_frames": n_frames,
-                "frame_width": frame_width, "dataset": str(Path(cases).resolve()), "dataset_name": ds.name,
-                "cases": [{"case_id": c.case_id, "path": f"cases/{c.case_id}", "task": c.task, "pillar": c.pillar,
-                           "n_transitions": len(c.events or ())} for c in chosen]}
-    errs = schema_errors(manifest, "apt_manifest.schema.json")
-    if errs:  # pragma: no cover - our own document
-        raise ExportError("; ".join(errs))
-    tmp = manifest_path.with_name(manifest_path.name + ".tmp")
-    _write_json(tmp, manifest)
-    tmp.replace(manifest_path)
-    return {"manifest": manifest, "written": done, "skipped": skipped, "problems": list(ds.problems)}
+            try:
+                entry = export_case(case, out, n_frames)
+            except (CaseFormatError, OSError) as exc:
+                notes.append(f"{cid}: not exported: {exc}")
+                continue
+        entries.append(entry)
+    manifest = {"format": "orchard-apt-export", **_settings(n_frames), "tolerance_ms": 200,
+                "dataset": {"name": ds.name, "version": ds.version, "root": str(ds.root)},
+                "n_cases": len(entries), "cases": entries}
+    errs = schema_errors(manifest, "eval_apt_export.schema.json")
+    if errs:  # a bug here, not bad input
+        raise AssertionError("APT export manifest breaks its schema: " + "; ".join(errs[:5]))
+    write_json_atomic(out / "manifest.json", manifest)
+    if reused:
+        notes.append(f"{reused} case(s) already exported with these settings were kept")
+    return manifest, notes

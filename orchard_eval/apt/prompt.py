@@ -1,98 +1,95 @@
-"""The APT chain request: which frames a model sees, at which times, and the one shared prompt.
+"""The APT chain question put to a video-language model: which frames it sees, at what times, and
+the one shared schema prompt (APT App. C.12: uniformly sampled frames, each preceded by a text marker
+with its time in milliseconds; a header with frame count, duration, frame rate and valid range; the
+14 types with one-line definitions; a JSON array of {"type", "t_ms"} records; no chain of thought).
 
-A model gets `n_frames` frames spread evenly over the GT video (first and last included), each
-preceded by a marker `[Frame i/N, t=<ms>ms]` giving its physical time, so that it answers in time,
-not in frame numbers. The prompt lists the 14 transition types with a one-line definition each and
-asks for a JSON array of `{"type", "t_ms", "objects"}` records in time order, nothing else.
+Frame k of a GT video lies at k / gt_fps seconds (frame 0 is the condition frame at t = 0), so a
+marker's time comes from the frame's own index and the clip's frame rate, never from its position
+in the sample.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..cases import EvalCase
+from ..judging.openai import sample_indices
 from .taxonomy import APT_TYPES, DOMAIN_OF
 
-PROMPT_VERSION = "orchard-apt-1"
+PROMPT_VERSION = "orchard-apt-chain-v1"
 DEFAULT_FRAMES = 16
 
-DEFINITIONS = {
-    "contact_init": "two bodies, or a body and a surface, that were apart touch (the gap closes)",
-    "contact_break": "bodies that were touching separate (a gap opens)",
-    "elastic_rebound": "a body that was approaching another body or a surface moves away from it after contact",
-    "inelastic_capture": "after contact the bodies move on together or stop, instead of bouncing apart",
-    "free_fall_onset": "a body loses its support (or is released) and starts to fall under gravity",
-    "projectile_apex": "a body in flight stops rising and starts to descend",
-    "landing": "a falling body comes down onto a surface that supports it",
-    "static_breakaway": "a body at rest on a surface starts to slide (static friction is overcome)",
-    "sliding_arrest": "a sliding body comes to rest through friction",
-    "surface_transition": "a moving body passes from one supporting surface onto another",
-    "rotation_onset": "a body that was not turning starts to rotate",
+# one line each: the state change the label names (our wording)
+DEFINITIONS: dict[str, str] = {
+    "contact_init": "two bodies (or a body and a surface) that were apart start touching",
+    "contact_break": "bodies that were touching separate",
+    "elastic_rebound": "a body's approach turns into retreat at a contact (it bounces back)",
+    "inelastic_capture": "a body's motion is absorbed at a contact: it stays pressed against, or moves with, what it hit",
+    "free_fall_onset": "a body loses its support and starts to fall",
+    "projectile_apex": "a flying body stops rising and starts descending (top of its arc)",
+    "landing": "a falling body comes to rest on a supporting surface",
+    "static_breakaway": "a body at rest on a surface starts to slide or roll",
+    "sliding_arrest": "a sliding body comes to a stop through friction",
+    "surface_transition": "a moving body crosses from one surface onto a different one",
+    "rotation_onset": "a body that was not rotating starts to rotate",
     "toppling": "a standing body loses its balance and starts to tip over",
-    "rotation_arrest": "a rotating body stops turning",
-    "settling": "the last residual motion (bouncing, wobbling) dies out and the body is at rest",
+    "rotation_arrest": "a rotating body stops rotating",
+    "settling": "a disturbed body or system comes to rest at equilibrium",
 }
 assert set(DEFINITIONS) == set(APT_TYPES)
 
 
 @dataclass(frozen=True)
-class FrameSample:
-    index: int      # GT frame index
-    t: float        # physical time, seconds
+class SampledFrame:
+    number: int      # 1-based position in the sample
+    index: int       # frame index in the GT video
+    t_ms: int        # index / fps, rounded to whole milliseconds
 
-    @property
-    def t_ms(self) -> int:
-        return int(round(self.t * 1000.0))
-
-
-def sample_frames(case: EvalCase, n_frames: int = DEFAULT_FRAMES) -> list[FrameSample]:
-    """`n_frames` GT frames spread evenly over the video (first and last included, no repeats)."""
-    n = case.n_gt_frames()
-    if n <= 0:
-        return []
-    idx = range(n) if n <= n_frames else sorted({int(round(x)) for x in np.linspace(0, n - 1, n_frames)})
-    return [FrameSample(int(i), float(i) / case.gt_fps) for i in idx]
+    def marker(self, total: int) -> str:
+        return f"[Frame {self.number}/{total}, t={self.t_ms}ms]"
 
 
-def object_names(case: EvalCase) -> list[str]:
-    """The names a reply may use for the bodies (the case's object ids) and the fixtures its events
-    mention (ground, ramp, table, track …)."""
-    names = [o.id for o in case.objects]
-    for e in case.events or ():
-        for o in e.objects:
-            if o not in names:
-                names.append(o)
-    return names
+def frame_plan(n_video_frames: int, fps: float, n_frames: int = DEFAULT_FRAMES) -> list[SampledFrame]:
+    """`n_frames` evenly spaced frames (first and last included; all frames when the clip is shorter)."""
+    if n_video_frames < 1 or fps <= 0 or n_frames < 1:
+        raise ValueError(f"cannot sample {n_frames} frames from {n_video_frames} frames at {fps} fps")
+    idx = sample_indices(n_video_frames, n_frames)
+    return [SampledFrame(number=k + 1, index=i, t_ms=int(round(1000.0 * i / fps))) for k, i in enumerate(idx)]
 
 
-def chain_prompt(case: EvalCase, frames: list[FrameSample]) -> str:
-    """The text that comes before the frames (each frame then follows its own marker)."""
-    duration_ms = int(round(case.physics_duration * 1000.0))
-    lines = [
-        "You are shown frames of one video of a simple mechanics scene, in time order.",
-        f"There are {len(frames)} frames; the clip lasts {duration_ms} ms (native frame rate "
-        f"{case.gt_fps:g} fps). Each frame is preceded by a marker [Frame i/{len(frames)}, t=<ms>ms] "
-        "giving its time; valid times are 0 to " f"{duration_ms} ms.",
-        "",
-        "List every atomic physical transition you can see: a brief change of physical state of one "
-        "body or between bodies. Use only these types:",
-    ]
-    for domain in ("contact", "gravity", "friction", "rotation"):
-        for t in APT_TYPES:
-            if DOMAIN_OF[t] == domain:
-                lines.append(f"- {t} ({domain}): {DEFINITIONS[t]}")
-    lines += [
-        "",
-        "Objects may be named: " + ", ".join(object_names(case)) + ".",
-        "",
-        'Answer with a JSON array only, in time order, one record per transition: '
-        '{"type": "<one of the types above>", "t_ms": <integer milliseconds>, "objects": ["<name>", ...]}. '
-        "Give the time at which the transition happens, which may lie between the frames shown. "
-        "Several transitions may share one time. If you see none, answer [].",
-    ]
+def header_text(frames: list[SampledFrame], n_video_frames: int, fps: float) -> str:
+    duration_ms = int(round(1000.0 * (n_video_frames - 1) / fps))
+    return (f"You are shown {len(frames)} frames sampled uniformly from a video of {duration_ms} ms "
+            f"({n_video_frames} frames at {fps:g} fps). Each frame is preceded by a marker giving its number "
+            f"and its time. Valid timestamps run from 0 to {duration_ms} ms.")
+
+
+def instructions_text() -> str:
+    by_domain: dict[str, list[str]] = {}
+    for t in APT_TYPES:
+        by_domain.setdefault(DOMAIN_OF[t], []).append(t)
+    lines = ["List every atomic physical transition that happens in the video, in time order. An atomic "
+             "physical transition is a moment at which one body, or one pair of bodies, changes physical "
+             "regime. Use only these 14 types:"]
+    for domain, types in by_domain.items():
+        for t in types:
+            lines.append(f"- {t} ({domain}): {DEFINITIONS[t]}")
+    lines.append("Several transitions may share one time (for example a body that lands and bounces). The time "
+                 "may lie between the frames shown; estimate it from the motion.")
+    lines.append('Answer with a JSON array only, one record per transition: [{"type": "<one of the 14 types>", '
+                 '"t_ms": <integer milliseconds from the start of the video>}, ...]. Write [] if nothing happens. '
+                 "No explanation.")
     return "\n".join(lines)
 
 
-def frame_marker(k: int, n: int, sample: FrameSample) -> str:
-    return f"[Frame {k + 1}/{n}, t={sample.t_ms}ms]"
+def prompt_parts(frames: list[SampledFrame], n_video_frames: int, fps: float) -> list[dict]:
+    """The user message as an ordered list of parts: {"text": ...} or {"frame": number} (an image)."""
+    parts: list[dict] = [{"text": header_text(frames, n_video_frames, fps)}]
+    for f in frames:
+        parts.append({"text": f.marker(len(frames))})
+        parts.append({"frame": f.number})
+    parts.append({"text": instructions_text()})
+    return parts
+
+
+def prompt_as_text(parts: list[dict]) -> str:
+    """The prompt for reading or for text-only tools: each image shown as `<image>`."""
+    return "\n".join(p["text"] if "text" in p else "<image>" for p in parts) + "\n"

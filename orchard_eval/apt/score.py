@@ -1,161 +1,197 @@
-"""`orchard-eval apt score`: a model's replies against the GT chains.
+"""`orchard-eval apt score`: a prediction file against the GT chains of a dataset (docs/apt.md).
 
-Replies: a JSON Lines file, one `{"case_id": …, "reply": …}` per case, where `reply` is the model's raw
-text (parsed with `parse.parse_chain`) or an already-parsed list of records. A case without a reply
-counts as an empty chain (every GT transition missed) and is reported as missing.
+Predictions are JSON Lines, one object per case: `{"case_id": ..., "reply": "<the model's raw text>"}`
+(read with `parse.parse_chain`) or `{"case_id": ..., "transitions": [{"type", "t_ms"}, ...]}`. A case
+without a prediction scores as an empty chain (all of its transitions missed) and is listed.
 
-Numbers (micro-averaged over all cases, one-to-one matching by type within ±200 ms,
-`matching.match_chains`): precision, recall and F1 overall, per type and per mechanism domain; the
-mean number of predictions and of GT transitions per clip; type accuracy on the pairs matched by
-time alone; the median timing error of the matched pairs; and the frame-grid ceiling, the best a
-model could score if every time it gave was one of the frame times it was shown.
+Every number comes from `matching.match_chains` (one-to-one, same type, ±200 ms, greedy by
+confidence or by the order given) pooled over clips (micro average): precision, recall and F1
+overall, per type and per mechanism domain; the mean number of predictions per clip; type accuracy
+on the pairs matched by time alone; the median timing error of the matched pairs; and the frame-grid
+ceiling at each frame budget (the best a chain could score if its times had to be sampled-frame times).
 """
 from __future__ import annotations
 
 import json
-from collections import Counter
+import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
-from ..cases import EvalCase, load_dataset, schema_errors
+from ..cases import Dataset, EvalCase, load_dataset, schema_errors
 from .matching import TOLERANCE_S, Counts, frame_grid_ceiling, match_chains, pooled
-from .parse import ParsedChain, parse_chain, parse_record
-from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, sample_frames
+from .parse import ParsedChain, parse_chain
+from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan
+from .taxonomy import APT_TYPES, DOMAINS, Transition
+
+REPORT_VERSION = 1
+REPORT_SCHEMA = "eval_apt_report.schema.json"
 
 
-class ReplyFileError(ValueError):
-    """A replies file that cannot be read (bad JSON line, missing case_id)."""
+class PredictionFileError(ValueError):
+    """A prediction file that cannot be read at all (a bad line is skipped and reported instead)."""
 
 
-def read_replies(path: str | Path) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def read_predictions(path: str | Path) -> tuple[dict[str, dict], list[str]]:
+    """case id -> record; later lines for the same case replace earlier ones. A directory means
+    DIR/predictions.jsonl. Lines that are not JSON objects with a string case_id are skipped (noted)."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ReplyFileError(f"{p}: {exc.strerror or exc}") from exc
-    for n, line in enumerate(lines, 1):
+    if p.is_dir():
+        p = p / "predictions.jsonl"
+    if not p.is_file():
+        raise PredictionFileError(f"{p}: no prediction file")
+    out: dict[str, dict] = {}
+    notes: list[str] = []
+    for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise ReplyFileError(f"{p}:{n}: not a JSON line ({exc.msg})") from exc
-        if not isinstance(doc, dict) or not isinstance(doc.get("case_id"), str) or "reply" not in doc:
-            raise ReplyFileError(f'{p}:{n}: expected {{"case_id": "...", "reply": ...}}')
-        out[doc["case_id"]] = doc["reply"]
-    return out
+            rec = json.loads(line)
+        except ValueError:
+            notes.append(f"{p.name}:{n}: not JSON (skipped)")
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("case_id"), str):
+            notes.append(f"{p.name}:{n}: no case_id (skipped)")
+            continue
+        out[rec["case_id"]] = rec
+    return out, notes
 
 
-def parse_any(reply: Any) -> ParsedChain:
-    if isinstance(reply, str):
-        return parse_chain(reply)
-    records = reply if isinstance(reply, list) else [reply]
-    chain = [r for r in map(parse_record, records) if r is not None]
-    return ParsedChain(chain, n_records=len(records), n_dropped=len(records) - len(chain))
+def chain_of(rec: Mapping | None, duration_s: float | None) -> ParsedChain:
+    if rec is None:
+        return ParsedChain(transitions=[], notes=["no prediction"])
+    if isinstance(rec.get("transitions"), list):
+        return parse_chain(json.dumps(rec["transitions"]), duration_s)
+    return parse_chain(rec.get("reply") if isinstance(rec.get("reply"), str) else None, duration_s)
 
 
-def _counts(c: Counts) -> dict[str, Any]:
-    return {"tp": c.tp, "n_pred": c.n_pred, "n_gt": c.n_gt, "precision": c.precision, "recall": c.recall, "f1": c.f1}
+def _loose_pairs(pred: list[Transition], gt: list[Transition], tolerance: float) -> int:
+    """How many pairs match by time alone (the denominator of type accuracy): the same greedy matching
+    with every type made equal."""
+    return match_chains([replace(p, type="*") for p in pred], [replace(g, type="*") for g in gt],
+                        tolerance).overall.tp
 
 
-def score_replies(cases: Iterable[EvalCase], replies: Mapping[str, Any], n_frames: int = DEFAULT_FRAMES,
-                  tolerance: float = TOLERANCE_S, model: str | None = None) -> dict[str, Any]:
-    results, rows, ceilings = [], [], Counts()
-    unknown: Counter = Counter()
-    dts, typed = [], []
-    n_pred = n_gt = n_missing = 0
-    chosen = [c for c in cases if c.events is not None]
-    for case in chosen:
-        gt = list(case.events or ())
-        missing = case.case_id not in replies
-        parsed = ParsedChain([]) if missing else parse_any(replies[case.case_id])
-        r = match_chains(parsed.transitions, gt, tolerance)
+def ceiling(cases: Iterable[EvalCase], n_frames: int, tolerance: float = TOLERANCE_S) -> Counts:
+    total = Counts()
+    for case in cases:
+        if case.events is None:
+            continue
+        plan = frame_plan(case.n_frames_declared, case.gt_fps, n_frames)
+        total.add(frame_grid_ceiling(case.events, [f.index / case.gt_fps for f in plan], tolerance))
+    return total
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else float(x)
+
+
+def score(cases: str | Path | Dataset, predictions: Mapping[str, Mapping] | str | Path,
+          n_frames: int = DEFAULT_FRAMES, tolerance: float = TOLERANCE_S,
+          ceiling_frames: Iterable[int] = (8, 16)) -> dict:
+    """The report (eval_apt_report.schema.json)."""
+    ds = cases if isinstance(cases, Dataset) else load_dataset(cases)
+    notes: list[str] = [f"dataset problem (case skipped): {p}" for p in ds.problems]
+    if not isinstance(predictions, Mapping):
+        predictions, more = read_predictions(predictions)
+        notes += more
+    results, per_case = [], []
+    dts: list[float] = []
+    loose = correct = 0
+    n_pred_total = 0
+    missing, no_gt, parse_issues = [], [], 0
+    for cid in sorted(ds.cases):
+        case = ds.cases[cid]
+        if case.events is None:
+            no_gt.append(cid)
+            continue
+        rec = predictions.get(cid)
+        if rec is None:
+            missing.append(cid)
+        chain = chain_of(rec, case.physics_duration)
+        gt = list(case.events)
+        r = match_chains(chain.transitions, gt, tolerance)
         results.append(r)
-        ceilings.add(frame_grid_ceiling(gt, [s.t for s in sample_frames(case, n_frames)], tolerance))
-        unknown.update(p.type for p in parsed.transitions if p.type in r.unknown_types)
+        n_pred_total += len(chain.transitions)
         dts += r.timing_errors
-        if r.type_accuracy is not None:
-            typed.append(r.type_accuracy)
-        n_pred += r.overall.n_pred
-        n_gt += r.overall.n_gt
-        n_missing += missing
-        rows.append({"case_id": case.case_id, "missing": missing, "f1": r.overall.f1, "precision": r.overall.precision,
-                     "recall": r.overall.recall, "n_pred": r.overall.n_pred, "n_gt": r.overall.n_gt,
-                     "n_dropped": parsed.n_dropped, "repaired": parsed.repaired, "unknown_types": r.unknown_types})
+        lp = _loose_pairs(chain.transitions, gt, tolerance)
+        loose += lp
+        correct += int(round((r.type_accuracy or 0.0) * lp))
+        if rec is not None and (chain.truncated or chain.dropped or not chain.found):
+            parse_issues += 1
+        per_case.append({"case_id": cid, "n_gt": len(gt), "n_pred": len(chain.transitions), "tp": r.overall.tp,
+                         "f1": r.overall.f1, "median_dt_ms": None if r.median_timing_error is None
+                         else 1000 * r.median_timing_error, "parse": chain.as_dict()})
     pool = pooled(results)
+    overall = pool["overall"]
+    n_clips = len(results)
+    budgets = sorted({int(n_frames), *(int(k) for k in ceiling_frames)})
+    scored = [ds.cases[c["case_id"]] for c in per_case]
+    ceilings = {}
+    for k in budgets:
+        c = ceiling(scored, k, tolerance)
+        ceilings[str(k)] = {"recall": c.recall, "f1": c.f1, "reachable": c.tp, "n_gt": c.n_gt}
+    unknown = sorted({t for c in per_case for t in c["parse"]["unknown_types"]})
     report = {
-        "benchmark": "orchard-apt", "model": model, "prompt_version": PROMPT_VERSION,
-        "tolerance_ms": tolerance * 1000.0, "n_frames": n_frames, "n_cases": len(chosen), "n_missing": n_missing,
-        "overall": _counts(pool["overall"]),
-        "mean_predictions_per_clip": n_pred / len(chosen) if chosen else 0.0,
-        "mean_gt_per_clip": n_gt / len(chosen) if chosen else 0.0,
-        "type_accuracy": _type_accuracy(results),
-        "median_dt_ms": float(np.median(dts)) * 1000.0 if dts else None,
-        "unknown_types": dict(sorted(unknown.items())),
-        "per_type": {k: _counts(v) for k, v in sorted(pool.items()) if k != "overall" and not k.startswith("domain:")},
-        "per_domain": {k[7:]: _counts(v) for k, v in sorted(pool.items()) if k.startswith("domain:")},
-        "ceiling": _counts(ceilings),
-        "cases": rows,
+        "report_version": REPORT_VERSION, "prompt_version": PROMPT_VERSION, "n_frames": int(n_frames),
+        "tolerance_ms": 1000 * tolerance, "dataset": {"name": ds.name, "version": ds.version},
+        "n_clips": n_clips, "n_gt": overall.n_gt, "n_pred": overall.n_pred,
+        "overall": {"tp": overall.tp, "precision": overall.precision, "recall": overall.recall, "f1": overall.f1},
+        "mean_pred_per_clip": n_pred_total / n_clips if n_clips else None,
+        "mean_gt_per_clip": overall.n_gt / n_clips if n_clips else None,
+        "type_accuracy": correct / loose if loose else None, "time_matched_pairs": loose,
+        "median_dt_ms": float(np.median(dts)) * 1000 if dts else None,
+        "frame_grid_ceiling": ceilings,
+        "per_type": {t: pool[t].as_dict() for t in APT_TYPES if t in pool},
+        "per_domain": {d: pool[f"domain:{d}"].as_dict() for d in (*DOMAINS, "unknown") if f"domain:{d}" in pool},
+        "unknown_types": unknown, "replies_with_parse_issues": parse_issues,
+        "missing_predictions": missing, "cases_without_gt": no_gt,
+        "unknown_cases": sorted(set(predictions) - set(ds.cases)), "notes": notes, "cases": per_case,
     }
-    errs = schema_errors(report, "apt_report.schema.json")
-    if errs:  # pragma: no cover - our own document
-        raise AssertionError("; ".join(errs[:3]))
+    errs = schema_errors(report, REPORT_SCHEMA)
+    if errs:  # a bug here, not bad input: refuse to write a report that breaks its own contract
+        raise AssertionError(f"APT report breaks {REPORT_SCHEMA}: " + "; ".join(errs[:5]))
     return report
 
 
-def _type_accuracy(results) -> float | None:
-    """Over all pairs matched by time alone, pooled across clips."""
-    num = den = 0.0
-    for r in results:
-        if r.type_accuracy is not None and r.n_loose:
-            num += r.type_accuracy * r.n_loose
-            den += r.n_loose
-    return num / den if den else None
+def _f(x: float | None, pct: bool = True) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{100 * x:.1f}" if pct else f"{x:.0f}"
 
 
-def _f(v: float | None) -> str:
-    return "–" if v is None else f"{100.0 * v:.1f}"
-
-
-def markdown(report: Mapping[str, Any]) -> str:
-    o, c = report["overall"], report["ceiling"]
-    dt = "–" if report["median_dt_ms"] is None else f"{report['median_dt_ms']:.0f}"
-    lines = [f"# APT chain benchmark: {report.get('model') or 'replies'}", "",
-             f"{report['n_cases']} clips ({report['n_missing']} without a reply), {report['n_frames']} frames each, "
-             f"one-to-one matching by type within ±{report['tolerance_ms']:.0f} ms. Percentages.", "",
-             "| | precision | recall | F1 | pred./clip | GT/clip | type acc. | median ΔT (ms) |",
-             "|---|---|---|---|---|---|---|---|",
-             f"| model | {_f(o['precision'])} | {_f(o['recall'])} | {_f(o['f1'])} | "
-             f"{report['mean_predictions_per_clip']:.1f} | {report['mean_gt_per_clip']:.1f} | "
-             f"{_f(report['type_accuracy'])} | {dt} |",
-             f"| frame-grid ceiling | {_f(c['precision'])} | {_f(c['recall'])} | {_f(c['f1'])} | | | | |", "",
-             "| type / domain | GT | pred. | hits | precision | recall | F1 |", "|---|---|---|---|---|---|---|"]
-    for table in (report["per_domain"], report["per_type"]):
-        for k, v in table.items():
-            lines.append(f"| {k} | {v['n_gt']} | {v['n_pred']} | {v['tp']} | {_f(v['precision'])} | {_f(v['recall'])} | "
-                         f"{_f(v['f1'])} |")
-    if report["unknown_types"]:
-        lines += ["", "Unknown types in the replies: " + ", ".join(f"{k} ×{n}" for k, n in report["unknown_types"].items())]
+def to_markdown(rep: Mapping) -> str:
+    o = rep["overall"]
+    lines = [f"APT chains: {rep['n_clips']} clips, {rep['n_gt']} GT transitions, {rep['n_pred']} predicted "
+             f"({rep['n_frames']} frames, ±{rep['tolerance_ms']:.0f} ms).", "",
+             "| Precision | Recall | F1 | Pred/clip | GT/clip | Type acc. | Median ΔT (ms) | "
+             + " | ".join(f"Ceiling F1 @{k}" for k in rep["frame_grid_ceiling"]) + " |",
+             "|" + "---|" * (7 + len(rep["frame_grid_ceiling"])),
+             f"| {_f(o['precision'])} | {_f(o['recall'])} | {_f(o['f1'])} | "
+             f"{'–' if rep['mean_pred_per_clip'] is None else format(rep['mean_pred_per_clip'], '.2f')} | "
+             f"{'–' if rep['mean_gt_per_clip'] is None else format(rep['mean_gt_per_clip'], '.2f')} | "
+             f"{_f(rep['type_accuracy'])} | {_f(rep['median_dt_ms'], pct=False)} | "
+             + " | ".join(_f(c["f1"]) for c in rep["frame_grid_ceiling"].values()) + " |", "",
+             "| Slice | GT | Pred | TP | Precision | Recall | F1 |", "|---|---|---|---|---|---|---|"]
+    for title, table in (("domain", rep["per_domain"]), ("type", rep["per_type"])):
+        for k, c in table.items():
+            lines.append(f"| {title}: {k} | {c['n_gt']} | {c['n_pred']} | {c['tp']} | {_f(c['precision'])} | "
+                         f"{_f(c['recall'])} | {_f(c['f1'])} |")
+    if rep["unknown_types"]:
+        lines += ["", "Unknown types in the replies: " + ", ".join(rep["unknown_types"])]
     return "\n".join(lines) + "\n"
 
 
-def write_report(report: Mapping[str, Any], out: str | Path) -> tuple[Path, Path]:
+def write_report(rep: Mapping, out: str | Path) -> tuple[Path, Path]:
+    from .export import write_json_atomic
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = (out / "apt_report.json", out / "apt_report.md")
-    for p, text in zip(paths, (json.dumps(report, indent=2, ensure_ascii=False) + "\n", markdown(report))):
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
-    return paths
-
-
-def score_files(cases: str | Path, replies: str | Path, out: str | Path, n_frames: int = DEFAULT_FRAMES,
-                model: str | None = None) -> dict[str, Any]:
-    ds = load_dataset(cases)
-    report = score_replies([c for _, c in sorted(ds.cases.items())], read_replies(replies), n_frames, model=model)
-    write_report(report, out)
-    return report
+    write_json_atomic(out / "report.json", rep)
+    md = out / "report.md"
+    tmp = md.with_name(".report.md.tmp")
+    tmp.write_text(to_markdown(rep), encoding="utf-8")
+    tmp.replace(md)
+    return out / "report.json", md

@@ -234,8 +234,9 @@ class OpenAIJudge:
         raise JudgeFailure(f"judge endpoint failed after {self.max_retries + 1} attempts: {last}")
 
     def complete(self, messages: list[dict[str, Any]]) -> str:
-        """One chat completion with this judge's endpoint, model, settings and retries (for other
-        benchmarks that ask the same endpoint, e.g. the APT chain benchmark); raises JudgeFailure."""
+        """Send prepared chat messages with this judge's transport (retries, backoff, concurrency
+        limit, key from the environment, `max_tokens`) and return the reply text; raises
+        `JudgeFailure`. Used by other question kinds (the APT chain runner), so there is one client."""
         return self._call(messages)
 
     def score(self, request: JudgeRequest) -> JudgeResult:

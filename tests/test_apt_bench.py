@@ -169,7 +169,7 @@ def test_hostile_case_id_is_refused(built, tmp_path):
 # ------------------------------------------------------------------------------------------ run over HTTP
 def test_run_against_loopback_server(built, tmp_path, monkeypatch):
     pytest.importorskip("openai")
-    from test_judge_openai import ChatServer
+    from chat_server import ChatServer
 
     secret = "sk-apt-SECRET-never-stored-42"
     monkeypatch.setenv("ORCHARD_JUDGE_API_KEY", secret)

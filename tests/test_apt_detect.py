@@ -1,0 +1,86 @@
+"""The transition detector on physically generated tracks: a ball thrown up that lands and rebounds,
+and two balls that collide; a re-timed copy loses the events it moves beyond ±200 ms."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from orchard_eval.apt.detect import bodies_only, detect_transitions
+from orchard_eval.apt.matching import match_chains
+from orchard_eval.apt.taxonomy import Transition as T
+from orchard_eval.cases import EvalCase, ObjectInfo, ObjectTracks
+
+FPS, R, G = 24.0, 0.05, 9.81
+
+
+def _case(objs):
+    return EvalCase(case_id="x", task="free_fall", pillar="UniversalGravitation", source="sim", layout="orchard",
+                    path=Path("."), gt_fps=FPS, physics_duration=2.0, target_time=1.0, timestamps=(1.0,),
+                    frame_size=(64, 36), objects=tuple(objs))
+
+
+def _bounce(stretch=1.0):
+    """Thrown up at 3 m/s from 0.5 m, elastic bounce with restitution 0.6, sampled at FPS; `stretch`
+    plays the same motion slower (a re-timed answer)."""
+    dt, z, vz, out = 1e-4, 0.5, 3.0, []
+    ts = np.arange(0, 2.0 + 1e-9, 1 / FPS)
+    k, t = 0, 0.0
+    while k < ts.size:
+        if t >= ts[k] / stretch - 1e-12:
+            out.append((z, vz / stretch))
+            k += 1
+        vz -= G * dt
+        z += vz * dt
+        if z < R and vz < 0:
+            z, vz = R, -0.6 * vz
+        t += dt
+    P = np.array([[0.0, 0.0, p] for p, _ in out])
+    V = np.array([[0.0, 0.0, v] for _, v in out])
+    return ObjectTracks(times=ts, positions={"ball": P}, velocities={"ball": V})
+
+
+def test_bounce_finds_onset_apex_landing_and_rebound_in_time():
+    case = _case([ObjectInfo("ball", 1, "sphere", size=(("radius", R),))])
+    det = detect_transitions(case, _bounce())
+    types = [d.type for d in det]
+    assert types[:2] == ["free_fall_onset", "projectile_apex"]
+    assert "landing" in types and "elastic_rebound" in types
+    apex = next(d for d in det if d.type == "projectile_apex")
+    assert abs(apex.t - 3.0 / G) < 1 / FPS
+    gt = [T("free_fall_onset", 0.0, ("ball",)), T("projectile_apex", 3.0 / G, ("ball",))]
+    t_land = (3.0 + np.sqrt(9.0 + 2 * G * (0.5 - R))) / G
+    gt += [T("landing", t_land, ("ball", "ground")), T("elastic_rebound", t_land, ("ball", "ground"))]
+    gt = [g for g in gt if g.t <= 2.0]
+    r = match_chains(bodies_only(det, ["ball"]), bodies_only(gt, ["ball"]), match_objects=True)
+    assert r.overall.recall == 1.0
+    slow = detect_transitions(case, _bounce(stretch=2.0))
+    r_slow = match_chains(bodies_only(slow, ["ball"]), bodies_only(gt, ["ball"]), match_objects=True)
+    # the onset at t = 0 survives re-timing; the apex and the landing move by far more than 200 ms
+    assert r_slow.per_type["landing"].tp == 0 and r_slow.per_type["projectile_apex"].tp == 0
+    assert r_slow.per_type["free_fall_onset"].tp == 1
+
+
+def test_head_on_collision_gives_contact_rebound_break_and_a_captured_pair_gives_capture():
+    ts = np.arange(0, 1.0 + 1e-9, 1 / FPS)
+    objs = [ObjectInfo("a", 1, "sphere", size=(("radius", R),)), ObjectInfo("b", 2, "sphere", size=(("radius", R),))]
+    tc = 0.5
+    # a moves at 1 m/s towards b at rest; they meet at tc (centres 2R apart)
+    xa = np.where(ts < tc, -2 * R + (ts - tc), -2 * R)
+    xb = np.where(ts < tc, 0.0, ts - tc)
+    va, vb = np.where(ts < tc, 1.0, 0.0), np.where(ts < tc, 0.0, 1.0)
+    on_floor = np.full(ts.size, R)
+    tr = ObjectTracks(times=ts, positions={"a": np.stack([xa, 0 * ts, on_floor], 1), "b": np.stack([xb, 0 * ts, on_floor], 1)},
+                      velocities={"a": np.stack([va, 0 * ts, 0 * ts], 1), "b": np.stack([vb, 0 * ts, 0 * ts], 1)})
+    det = detect_transitions(_case(objs), tr)
+    got = {(d.type, round(d.t / (1 / FPS))) for d in det}
+    assert {"contact_init", "elastic_rebound", "contact_break"} <= {d.type for d in det}
+    assert all(abs(d.t - tc) <= 0.2 for d in det if d.domain == "contact"), got
+    # stuck together after the impact: both move at 0.5 m/s, centres 2R apart
+    xa2 = np.where(ts < tc, -2 * R + (ts - tc), -2 * R + 0.5 * (ts - tc))
+    xb2 = np.where(ts < tc, 0.0, 0.5 * (ts - tc))
+    va2, vb2 = np.where(ts < tc, 1.0, 0.5), np.where(ts < tc, 0.0, 0.5)
+    tr2 = ObjectTracks(times=ts, positions={"a": np.stack([xa2, 0 * ts, on_floor], 1), "b": np.stack([xb2, 0 * ts, on_floor], 1)},
+                       velocities={"a": np.stack([va2, 0 * ts, 0 * ts], 1), "b": np.stack([vb2, 0 * ts, 0 * ts], 1)})
+    det2 = detect_transitions(_case(objs), tr2)
+    assert [d.type for d in det2 if d.domain == "contact"] == ["contact_init", "inelastic_capture"]

@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", required=True, metavar="REPORT_DIR")
     rp.add_argument("--jobs", type=int, default=1, help="worker processes for the case pages (default 1)")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rp.add_argument("--predictions", action="append", default=[], metavar="PRED_DIR",
+                    help="prediction dir of each RESULTS_DIR, in the same order (draws the answer images)")
 
     b = sub.add_parser("baseline", help="write an oracle / static / blank prediction directory")
     b.add_argument("--kind", required=True, choices=("oracle", "static", "blank"))
@@ -231,7 +233,7 @@ def cmd_table(a) -> int:
 def cmd_report(a) -> int:
     from .report import write_report
 
-    problems = write_report(a.results, a.out, jobs=a.jobs, progress=not a.no_progress)
+    problems = write_report(a.results, a.out, jobs=a.jobs, progress=not a.no_progress, predictions=a.predictions)
     for m in problems:
         print(f"orchard-eval report: warning: {m}", file=sys.stderr)
     print(f"report written to {a.out}/index.html")

@@ -74,8 +74,9 @@ def _check_page(drv, path: Path, shot: Path) -> str:
 def test_report_opens_in_a_real_browser(runs, tmp_path):
     root, res = runs
     out = tmp_path / "report"
+    preds = [x for k in ("oracle", "static", "blank") for x in ("--predictions", str(root / f"pred_{k}"))]
     assert main(["report", str(res["oracle"]), str(res["static"]), str(res["blank"]), "--out", str(out),
-                 "--no-progress"]) == 0
+                 "--no-progress", *preds]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # the temp dir was renamed, nothing else left
     drv = _browser()
     try:
@@ -88,6 +89,20 @@ def test_report_opens_in_a_real_browser(runs, tmp_path):
         page = out / "cases" / (CIDS[0].replace("/", "__") + ".html")
         text, n_img = _check_page(drv, page, tmp_path / "case.png")
         assert n_img >= 1 and "deduction" in text
+        # Deduction rollout 0 of each run: GT and answer frames with mask outlines, decoded in the browser
+        outlined = drv.execute_script("return Array.from(document.images).filter(i => /_t[0-9]+_(gt|answer)[.]png$/"
+                                      ".test(i.src) && i.complete && i.naturalWidth > 0).length")
+        assert outlined >= 2 * 3, outlined
+        assert len(drv.find_elements("css selector", "svg.trajectory polyline")) >= 2
+        assert "missing" not in text.lower() or "missing: answer" not in text
+        # the image subtracks show the answer next to the case's reference image
+        page2 = out / "cases" / (CIDS[1].replace("/", "__") + ".html")
+        text2, _ = _check_page(drv, page2, tmp_path / "case2.png")
+        refs = drv.execute_script("return Array.from(document.images).filter(i => /__ref_.*[.]png$/.test(i.src)"
+                                  " && i.naturalWidth > 0).length")
+        answers = drv.execute_script("return Array.from(document.images).filter(i => /_answer[.]png$/.test(i.src)"
+                                     " && i.naturalWidth > 0).length")
+        assert refs >= 1 and answers >= 4, (refs, answers)
         text, _ = _check_page(drv, out / "cases.html", tmp_path / "cases.png")
         drv.find_element("css selector", 'input.filter[data-col="1"]').send_keys("free_fall")
         visible = drv.execute_script("return Array.from(document.querySelectorAll('#cases tbody tr'))"

@@ -19,8 +19,12 @@ class ReportError(ValueError):
     """Nothing can be shown (no readable results directory)."""
 
 
-def write_report(dirs: Sequence[str | Path], out: str | Path, jobs: int = 1, progress: bool = True) -> list[str]:
-    """Write the report into `out`; returns the problems shown in it (partial runs, other datasets...)."""
+def write_report(dirs: Sequence[str | Path], out: str | Path, jobs: int = 1, progress: bool = True,
+                 predictions: Sequence[str | Path | None] = ()) -> list[str]:
+    """Write the report into `out`; returns the problems shown in it (partial runs, other datasets...).
+    `predictions[i]` is the prediction dir that results dir i scored (its answer files are drawn);
+    the provenance does not record it, so without it the answer thumbnails say "missing"."""
+    preds = {str(Path(d).resolve()): str(p) for d, p in zip(dirs, predictions) if p}
     results: list[Results] = []
     problems: list[str] = []
     for d in dirs:
@@ -51,7 +55,7 @@ def write_report(dirs: Sequence[str | Path], out: str | Path, jobs: int = 1, pro
             for rec in r.records:
                 grouped.setdefault(rec["case_id"], []).append(rec)
             for c in cids:
-                by_case[c].append((r.name, grouped.get(c, [])))
+                by_case[c].append((r.name, grouped.get(c, []), preds.get(str(Path(r.path).resolve()))))
         jobs_in = [(c, by_case[c], str(dataset) if dataset else None, str(tmp)) for c in cids]
         bar = tqdm(total=len(jobs_in) + 3, desc="report", unit="page", disable=not progress)
         if jobs > 1 and len(jobs_in) > 1:

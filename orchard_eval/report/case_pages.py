@@ -7,7 +7,7 @@ from statistics import mean
 
 from PIL import Image
 
-from . import svg
+from . import svg, visuals
 from .html import esc, fmt, num, page, table
 from .load import Results
 from .overview import case_href
@@ -28,8 +28,10 @@ def thumbnail(src: Path, dst: Path) -> bool:
 
 
 def render_case(job: tuple) -> tuple[str, str]:
-    """(file name, HTML) of one case; job = (case_id, [(run name, records)], dataset root or None, out dir)."""
+    """(file name, HTML) of one case; job = (case_id, [(run name, records, prediction dir or None)],
+    dataset root or None, out dir)."""
     cid, runs, dataset, out = job
+    case = visuals.load_case_once(dataset, cid)
     stem = cid.replace("/", "__")
     parts = []
     if dataset is not None:
@@ -42,13 +44,25 @@ def render_case(job: tuple) -> tuple[str, str]:
             parts.append('<div class="warn">the input image is not on disk (dataset moved?)</div>')
     else:
         parts.append('<div class="warn">dataset not found on disk: no input image or references</div>')
-    for run_name, recs in runs:
+    for ri, (run_name, recs, pred) in enumerate(runs):
         parts.append(f"<h2>{esc(run_name)}</h2>")
         if not recs:
             parts.append('<div class="warn">no records for this case in this run (missing)</div>')
         for rec in sorted(recs, key=lambda r: (r["subtrack"], r.get("rollout", 0))):
             parts.append(_record_block(rec))
+            parts.append(_visual_block(case, rec, pred, Path(out), stem, ri))
     return stem + ".html", page(f"Case {cid}", "".join(parts), depth=1)
+
+
+def _visual_block(case, rec: dict, pred: str | None, out: Path, stem: str, run_index: int) -> str:
+    """Answer-vs-reference thumbnails (image subtracks) or Deduction outlines and trajectories (rollout 0)."""
+    root = Path(pred) if pred else None
+    tag = f"r{run_index}_{rec['subtrack']}_{rec.get('rollout', 0)}"
+    if rec["subtrack"] in visuals.REFERENCE_ROLES:
+        return visuals.reference_block(case, rec, root, out, stem, tag)
+    if rec["subtrack"] in ("deduction", "Ded.") and int(rec.get("rollout", 0) or 0) == 0:
+        return visuals.deduction_block(case, rec, root, out, stem, tag)
+    return ""
 
 
 def _record_block(rec: dict) -> str:

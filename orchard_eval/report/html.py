@@ -8,7 +8,9 @@ CSS = """body{font-family:sans-serif;margin:1.2em;color:#222}table{border-collap
 td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}th{background:#f3f3f3;cursor:pointer}
 .num{text-align:right}.warn{background:#fff3cd;border:1px solid #e0c060;padding:.4em .8em;margin:.4em 0}
 .plots{display:flex;flex-wrap:wrap;gap:8px}img.thumb{max-width:320px;border:1px solid #ccc}
-nav a{margin-right:1em}.zero{color:#b00}"""
+nav a{margin-right:1em}.zero{color:#b00}
+.pair{display:flex;gap:8px;margin:4px 8px 4px 0}.frames{display:flex;flex-wrap:wrap;gap:4px 16px}
+figure{margin:0}figcaption{font-size:12px}"""
 
 JS = """// Sort a table by a clicked header; filter rows of #cases by the filter inputs.
 document.addEventListener('DOMContentLoaded',function(){

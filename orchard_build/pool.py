@@ -17,7 +17,17 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Sequence
 
 POLL_S = 0.5      # how often a worker looks for its parent
-GRACE_S = 5.0     # how long an interrupted task may spend cleaning up before the worker exits anyway
+GRACE_S = 15.0    # how long an interrupted task may spend cleaning up before the worker exits anyway
+
+_ORPHANED = threading.Event()  # set in a worker once its driver is gone
+
+
+class _OrphanAwarePool(ProcessPoolExecutor):
+    """Runs every task through `_run_task`, so that a worker whose driver died neither starts a task
+    still waiting in the call queue nor lingers after the interrupted one has cleaned up."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(_run_task, fn, args, kwargs)
 
 
 def process_pool(jobs: int, initializer: Callable[..., None] | None = None,
@@ -25,7 +35,7 @@ def process_pool(jobs: int, initializer: Callable[..., None] | None = None,
     """A spawn-context pool of `jobs` workers that exit when this process dies."""
     # spawn, never fork: the parent may hold an OpenGL (llvmpipe) context, a server fixture's or a
     # BLAS pool's threads, whose locks a forked child would inherit held and then hang on
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+    return _OrphanAwarePool(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init, initargs=(os.getpid(), initializer, tuple(initargs)))
 
 
@@ -35,10 +45,21 @@ def _init(parent_pid: int, initializer: Callable[..., None] | None, initargs: tu
         initializer(*initargs)
 
 
+def _run_task(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    if _ORPHANED.is_set():  # a queued task of a dead driver: starting it would only leave debris
+        raise RuntimeError("the process that submitted this task has exited")
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        if _ORPHANED.is_set():  # the task's own cleanup has run; nobody will read its result
+            os._exit(1)
+
+
 def _watch_parent(parent_pid: int) -> None:
     # an orphan is re-parented (to init or a subreaper), so its parent pid changes
     while os.getppid() == parent_pid:
         time.sleep(POLL_S)
+    _ORPHANED.set()
     # nobody reads this worker's stderr any more; keep the interrupted task's traceback off the terminal
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)

@@ -81,6 +81,35 @@ def _backend(cfg: CaseConfig):
         raise OrchardError(f"{cfg.source_path}: render.backend: {exc.args[0]}") from exc
 
 
+class _WriterCancelled(Exception):
+    """The render loop was interrupted; the writer stops at its next frame."""
+
+
+def _finish_writer(work: queue.Queue, done: threading.Event, cancel: threading.Event) -> None:
+    """Hand the writer its end marker and wait until it has stopped. An interruption that lands in
+    this wait (a SIGINT while the renderer is ahead of the encoder) must not leave the writer
+    running: the caller is about to remove the directory it writes into, and a mask written after
+    that removal would recreate it. So the wait goes on, and the interruption is raised after it.
+    The writer's own `done` event is waited on, not `Thread.join`: a join interrupted by a signal
+    marks the thread stopped while it still runs."""
+    pending: BaseException | None = None
+    sent = False
+    while True:
+        try:
+            if not sent:
+                work.put(None, timeout=0.05)
+                sent = True
+            if done.wait(0.05):
+                break
+        except queue.Full:
+            continue
+        except BaseException as exc:  # noqa: B902 - re-raised once the writer is gone
+            cancel.set()
+            pending = pending or exc
+    if pending is not None:
+        raise pending
+
+
 def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
     """Render every frame and, in a second thread, encode the video and write the mask PNGs while the
     next frames render (the renderer, x264 and zlib all release the GIL). Returns frame 0's RGB, the
@@ -97,6 +126,7 @@ def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
         stream = frames(cfg, poses)
     work: queue.Queue = queue.Queue(maxsize=8)
     errors: list[BaseException] = []
+    cancel, done = threading.Event(), threading.Event()
 
     def consume() -> None:
         def rgb_frames():
@@ -104,6 +134,8 @@ def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
                 item = work.get()
                 if item is None:
                     return
+                if cancel.is_set():  # abandon the encode instead of flushing it: the stage is going away
+                    raise _WriterCancelled
                 k, rgb, mask = item
                 write_png(stage / "gt" / "masks" / f"{k:04d}.png", mask)
                 yield rgb
@@ -113,6 +145,8 @@ def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
             errors.append(exc)
             while work.get() is not None:  # drain so the producer never blocks
                 pass
+        finally:
+            done.set()
 
     writer = threading.Thread(target=consume, name="orchard-pass-writer", daemon=True)
     writer.start()
@@ -123,9 +157,11 @@ def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
             depth[k] = frame["depth"]
             inst[k] = frame["instance"]
             work.put((k, frame["rgb"].copy(), inst[k].copy()))
+    except BaseException:
+        cancel.set()
+        raise
     finally:
-        work.put(None)
-        writer.join()
+        _finish_writer(work, done, cancel)
     if errors:
         raise errors[0]
     return rgb0, depth, inst

@@ -119,3 +119,58 @@ def test_orchard_build_workers_exit_and_leave_no_staging_when_the_driver_is_kill
     _kill_and_expect_orphans_gone(proc, workers)
     # a worker interrupted mid-case removed its half-written staging directory
     assert not list(staging.glob("case-*"))
+
+
+def test_an_interrupt_while_waiting_for_the_pass_writer_stops_it_before_the_stage_is_removed(tmp_path, monkeypatch):
+    """The renderer is ahead of the encoder, so the SIGINT a worker's watchdog sends lands while the
+    main thread waits for the writer thread; the writer must be stopped, not left writing masks into
+    (and so recreating) the staging directory the build is about to remove."""
+    import shutil
+    import threading
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from orchard_build import render_case
+
+    n, h, w = 6, 16, 16
+
+    class FastRenderer:
+        def frames(self, cfg, poses):
+            for _ in range(n):
+                yield {"rgb": np.zeros((h, w, 3), np.uint8), "depth": np.zeros((h, w), np.float32),
+                       "instance": np.zeros((h, w), np.uint8)}
+
+    slow_png = render_case.write_png
+
+    main = threading.main_thread().ident
+
+    def write_png(path, mask):
+        time.sleep(0.1)
+        slow_png(path, mask)
+        if Path(path).name == "0001.png":  # by now every frame is queued: the main thread waits in the writer
+            signal.pthread_kill(main, signal.SIGINT)
+
+    monkeypatch.setattr(render_case, "write_png", write_png)
+    cfg = SimpleNamespace(timing=SimpleNamespace(n_frames=n, fps=30), camera=SimpleNamespace(height=h, width=w))
+    stage = tmp_path / "case-x"
+    stage.mkdir()
+
+    class Interrupted(Exception):
+        pass
+
+    def raise_interrupted(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGINT, raise_interrupted)
+    try:
+        with pytest.raises(Interrupted):
+            render_case._render_and_write_passes(FastRenderer(), cfg, None, stage)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not any(t.name == "orchard-pass-writer" and t.is_alive() for t in threading.enumerate())
+    written = len(list((stage / "gt" / "masks").glob("*.png")))
+    assert 0 < written < n, "the interrupt came before any mask or after the last one"
+    shutil.rmtree(stage)
+    time.sleep(0.3)
+    assert not stage.exists(), sorted(map(str, stage.rglob("*")))

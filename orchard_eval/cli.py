@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--model", help="judge model (openai judge; same as --judge-option model=…)")
     r.add_argument("--base-url", help="OpenAI-compatible endpoint (openai judge; same as --judge-option base_url=…); "
                                       "the key comes from ORCHARD_JUDGE_API_KEY or OPENAI_API_KEY only")
-    r.add_argument("--judge-cache", help="judge reply cache folder (openai judge; same as --judge-option cache_dir=…)")
+    r.add_argument("--judge-cache", help="judge cache folder: the openai judge's replies, the programmatic judge's OCR readings under ocr/ (those by default in the user cache folder, 'off': memory only); same as --judge-option cache_dir=…")
     r.add_argument("--judge-option", action="append", default=[], metavar="KEY=VALUE",
                    help="option passed to the judge (repeatable; VALUE parsed as JSON when it can be)")
     r.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")

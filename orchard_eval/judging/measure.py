@@ -129,10 +129,15 @@ def median_lab(img: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
     return np.median(to_lab(img)[mask], axis=0)
 
 
+COLOUR_TOLERANCE = 5.0   # ΔE76 of two Lab colours: below it a colour is the same one seen through lossy coding
+
+
 def colour_score(a: np.ndarray | None, b: np.ndarray | None, zero_at: float = 35.0) -> float:
+    """1 up to COLOUR_TOLERANCE (JPEG / H.264 chroma subsampling moves a flat colour by 2–5), falling
+    linearly to 0 at `zero_at`."""
     if a is None or b is None:
         return 0.0
-    return clip01(1.0 - float(np.linalg.norm(a - b)) / zero_at)
+    return ramp(float(np.linalg.norm(a - b)), COLOUR_TOLERANCE, zero_at)
 
 
 @dataclass

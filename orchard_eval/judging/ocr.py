@@ -5,18 +5,24 @@
 
 `read_text(img, scale)` returns the detected text boxes in the image's own pixel coordinates
 (upscaling by `scale` first helps small fonts); results are memoised by the image's bytes, so the
-reference images of a case are read once per process. `lines(boxes)` joins boxes that share a text
+reference images of a case are read once per process, and, once `use_store(dir)` names a folder, kept
+there across processes and runs (keyed by the image bytes, the scale, the engine version and its
+parameters), so the references of a suite are read once per machine. `lines(boxes)` joins boxes that share a text
 line. `normalise` and `similarity` compare strings the way OCR output must be compared: spaces
 ignored, typical misreads folded (² → 2, µ → μ, ν/V → v for single letters, curly quotes, dashes).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
+import tempfile
 import threading
 import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +31,7 @@ _engine = None
 _engine_lock = threading.Lock()
 _memo: "OrderedDict[str, list[TextBox]]" = OrderedDict()
 _MEMO_SIZE = 256
+_store: "Path | None" = None
 
 
 class OCRUnavailable(RuntimeError):
@@ -88,6 +95,40 @@ def _thread_params() -> dict:
         if n > 0 else {}
 
 
+def use_store(directory: "str | Path | None") -> None:
+    """Keep readings in `directory` (created on first write); None: in memory only."""
+    global _store
+    _store = Path(directory) if directory else None
+
+
+def _engine_version() -> str:
+    try:
+        import rapidocr
+
+        return str(getattr(rapidocr, "__version__", "?"))
+    except ImportError:
+        return "-"
+
+
+def _stored(path: Path) -> "list[TextBox] | None":
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return [TextBox(str(t), float(sc), tuple(float(v) for v in bx)) for t, sc, bx in doc["boxes"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None   # absent, torn or foreign: read the image again
+
+
+def _store_put(path: Path, boxes: "list[TextBox]") -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ocr.", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"boxes": [[b.text, b.score, list(b.box)] for b in boxes]}, f)
+        os.replace(tmp, path)
+    except OSError as exc:   # a read-only or full cache costs speed, never a result
+        logging.getLogger(__name__).warning("OCR cache %s not written: %s", path.parent, exc)
+
+
 def read_text(img: np.ndarray, scale: float = 1.0) -> list[TextBox]:
     """Text boxes of an RGB uint8 image, in the image's coordinates, top-to-bottom then left-to-right."""
     img = np.ascontiguousarray(np.asarray(img, dtype=np.uint8)[..., :3])
@@ -96,6 +137,17 @@ def read_text(img: np.ndarray, scale: float = 1.0) -> list[TextBox]:
         if h in _memo:
             _memo.move_to_end(h)
             return list(_memo[h])
+    stored = None
+    if _store is not None:
+        key = hashlib.sha256(f"{h}|{_engine_version()}|{json.dumps(PARAMS, sort_keys=True)}".encode()).hexdigest()
+        stored = _store / key[:2] / f"{key}.json"
+        hit = _stored(stored)
+        if hit is not None:
+            with _engine_lock:
+                _memo[h] = hit
+                while len(_memo) > _MEMO_SIZE:
+                    _memo.popitem(last=False)
+            return list(hit)
     work = img
     if scale != 1.0:
         import cv2
@@ -115,6 +167,8 @@ def read_text(img: np.ndarray, scale: float = 1.0) -> list[TextBox]:
                            (float(poly[:, 0].min()), float(poly[:, 1].min()), float(poly[:, 0].max()),
                             float(poly[:, 1].max()))))
     out.sort(key=lambda b: (round(b.center[1] / 4), b.center[0]))
+    if stored is not None:
+        _store_put(stored, out)
     with _engine_lock:
         _memo[h] = out
         while len(_memo) > _MEMO_SIZE:

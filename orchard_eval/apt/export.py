@@ -22,21 +22,13 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
+from ..atomic import write_json_atomic
 from ..cases import CaseFormatError, Dataset, EvalCase, load_dataset, schema_errors
 from ..media import MediaError, read_video_frames
 from ..paths import UnsafePathError, safe_join
 from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan, prompt_as_text, prompt_parts
 
 EXPORT_VERSION = 1
-
-
-def write_json_atomic(path: Path, doc: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def gt_chain_doc(case: EvalCase) -> dict:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -24,7 +23,7 @@ from ..cases import Dataset, EvalCase, load_dataset, schema_errors
 from .matching import TOLERANCE_S, Counts, frame_grid_ceiling, match_chains, pooled
 from .parse import ParsedChain, parse_chain
 from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan
-from .taxonomy import APT_TYPES, DOMAINS, Transition
+from .taxonomy import APT_TYPES, DOMAINS
 
 REPORT_VERSION = 1
 REPORT_SCHEMA = "eval_apt_report.schema.json"
@@ -65,13 +64,6 @@ def chain_of(rec: Mapping | None, duration_s: float | None) -> ParsedChain:
     if isinstance(rec.get("transitions"), list):
         return parse_chain(json.dumps(rec["transitions"]), duration_s)
     return parse_chain(rec.get("reply") if isinstance(rec.get("reply"), str) else None, duration_s)
-
-
-def _loose_pairs(pred: list[Transition], gt: list[Transition], tolerance: float) -> int:
-    """How many pairs match by time alone (the denominator of type accuracy): the same greedy matching
-    with every type made equal."""
-    return match_chains([replace(p, type="*") for p in pred], [replace(g, type="*") for g in gt],
-                        tolerance).overall.tp
 
 
 def ceiling(cases: Iterable[EvalCase], n_frames: int, tolerance: float = TOLERANCE_S) -> Counts:
@@ -116,9 +108,8 @@ def score(cases: str | Path | Dataset, predictions: Mapping[str, Mapping] | str 
         results.append(r)
         n_pred_total += len(chain.transitions)
         dts += r.timing_errors
-        lp = _loose_pairs(chain.transitions, gt, tolerance)
-        loose += lp
-        correct += int(round((r.type_accuracy or 0.0) * lp))
+        loose += r.n_loose   # pairs matched by time alone: the denominator of type accuracy
+        correct += int(round((r.type_accuracy or 0.0) * r.n_loose))
         if rec is not None and (chain.truncated or chain.dropped or not chain.found):
             parse_issues += 1
         per_case.append({"case_id": cid, "n_gt": len(gt), "n_pred": len(chain.transitions), "tp": r.overall.tp,
@@ -185,7 +176,7 @@ def to_markdown(rep: Mapping) -> str:
 
 
 def write_report(rep: Mapping, out: str | Path) -> tuple[Path, Path]:
-    from .export import write_json_atomic
+    from ..atomic import write_json_atomic
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Mapping
+
+from ..atomic import write_bytes_atomic
 
 CACHE_VERSION = 1
 
@@ -67,18 +67,5 @@ class JudgeCache:
         p.parent.mkdir(parents=True, exist_ok=True)
         doc = {"key": key, **value}
         data = json.dumps(doc, sort_keys=True, ensure_ascii=False, indent=1).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=p.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, p)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_bytes_atomic(p, data)
         return p

@@ -16,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 import unicodedata
 from collections import OrderedDict
@@ -119,12 +117,10 @@ def _stored(path: Path) -> "list[TextBox] | None":
 
 
 def _store_put(path: Path, boxes: "list[TextBox]") -> None:
+    from ..atomic import write_json_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ocr.", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"boxes": [[b.text, b.score, list(b.box)] for b in boxes]}, f)
-        os.replace(tmp, path)
+        write_json_atomic(path, {"boxes": [[b.text, b.score, list(b.box)] for b in boxes]}, indent=None)
     except OSError as exc:   # a read-only or full cache costs speed, never a result
         logging.getLogger(__name__).warning("OCR cache %s not written: %s", path.parent, exc)
 

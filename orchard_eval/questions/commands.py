@@ -3,35 +3,20 @@ answer them from the cases' GT tracks (the oracle), and score an answers file.""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from ..atomic import write_json_atomic
 from ..cases import load_dataset
 from .answer import answer_questions
 from .generate import generate_questions
 from .score import score_answers
 
 
-def _write_json(path: Path, value) -> None:
-    """Atomic: a crash leaves the old file or none, never a half-written one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def generate_all(cases: str, out: str) -> dict[str, dict]:
     docs = {}
     for case in load_dataset(cases, strict=True):
         doc = generate_questions(case)
-        _write_json(Path(out) / case.case_id / "questions.json", doc)
+        write_json_atomic(Path(out) / case.case_id / "questions.json", doc, sort_keys=True)
         docs[case.case_id] = doc
     return docs
 
@@ -60,13 +45,13 @@ def run(a) -> int:
     docs = read_questions(a.questions)
     if a.questions_command == "oracle":
         answers = oracle_answers(a.cases, docs)
-        _write_json(Path(a.out), {"answerer": "programmatic/gt-tracks", "answers": answers})
+        write_json_atomic(Path(a.out), {"answerer": "programmatic/gt-tracks", "answers": answers}, sort_keys=True)
         print(f"oracle answers for {len(answers)} case(s) -> {a.out}")
         return 0
     answers = json.loads(Path(a.answers).read_text(encoding="utf-8"))["answers"]
     rep = score_answers(docs, answers)
     if a.out:
-        _write_json(Path(a.out), rep)
+        write_json_atomic(Path(a.out), rep, sort_keys=True)
     o = rep["overall"]
     print(f"overall: n={o['n']} accuracy={o['accuracy']:.4f} balanced={o['balanced_accuracy']:.4f} "
           f"unanswered={o['unanswered']} (chance {rep['chance']})")

@@ -75,3 +75,57 @@ def test_documents_match_schema(docs):
     schema = json.loads((Path(__file__).parents[1] / "schemas" / "questions.schema.json").read_text())
     for doc in docs[1].values():
         jsonschema.validate(doc, schema)
+
+
+def test_vlm_answerer_against_a_loopback_endpoint(docs, tmp_path, monkeypatch):
+    """`questions ask`: the prior, the question and its frames reach the endpoint (never the truth);
+    an endpoint that knows the truth scores 1, one that says yes to everything 0.5, an unclear reply
+    leaves the question unanswered; a rerun with the same cache asks nothing."""
+    pytest.importorskip("openai")
+    import json
+
+    from chat_server import ChatServer
+
+    from orchard_eval.cli import main
+    from orchard_eval.questions.vlm import parse_answer
+
+    ds, d = docs
+    qdir = tmp_path / "q"
+    for cid, doc in d.items():
+        (qdir / cid).mkdir(parents=True)
+        (qdir / cid / "questions.json").write_text(json.dumps(doc))
+    truth = {q["text"]: q["truth"] for doc in d.values() for q in doc["questions"]}
+    monkeypatch.setenv("ORCHARD_JUDGE_API_KEY", "sk-questions-test")
+
+    def knows(body):
+        texts = [p["text"] for p in body["messages"][0]["content"] if p["type"] == "text"]
+        asked = next(t for t in truth if t in texts[-1])
+        return "Sure.\n" + json.dumps({"answer": "yes" if truth[asked] else "no"})
+
+    server = ChatServer()
+    server.default = ("ok", knows)
+    try:
+        out = tmp_path / "ask"
+        argv = ["questions", "ask", "--cases", str(ds.root), "--questions", str(qdir), "--model", "vlm-q",
+                "--base-url", server.base_url, "--out", str(out), "--jobs", "2"]
+        assert main(argv) == 0
+        rep = json.loads((out / "report.json").read_text())
+        n = sum(len(doc["questions"]) for doc in d.values())
+        assert rep["overall"]["n"] == n and rep["overall"]["accuracy"] == 1.0
+        assert len(server.requests) == n
+        first = server.requests[0]["body"]["messages"][0]["content"]
+        assert first[0]["text"].startswith("Physical prior for this scene:")
+        images = [p for p in first if p["type"] == "image_url"]
+        assert images and images[0]["image_url"]["url"].startswith("data:image/png;base64,")
+        assert all("truth" not in p.get("text", "") for p in first)
+        # the same cache: nothing asked again
+        assert main(argv[:-4] + ["--out", str(tmp_path / "ask2"), "--cache", str(out / "cache")]) == 0
+        assert len(server.requests) == n
+        # a yes-to-everything model scores chance; a reply without yes/no leaves the question open
+        server.default = ("ok", '{"answer": "yes"}')
+        assert main(argv[:-4] + ["--model", "vlm-yes", "--out", str(tmp_path / "yes")]) == 0
+        assert json.loads((tmp_path / "yes" / "report.json").read_text())["overall"]["balanced_accuracy"] == 0.5
+    finally:
+        server.close()
+    assert parse_answer("I think not. no.") is False and parse_answer("yes or no?") is None
+    assert parse_answer('{"answer":"Yes"}') is True and parse_answer("") is None

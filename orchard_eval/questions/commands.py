@@ -48,9 +48,21 @@ def run(a) -> int:
         write_json_atomic(Path(a.out), {"answerer": "programmatic/gt-tracks", "answers": answers}, sort_keys=True)
         print(f"oracle answers for {len(answers)} case(s) -> {a.out}")
         return 0
-    answers = json.loads(Path(a.answers).read_text(encoding="utf-8"))["answers"]
+    if a.questions_command == "ask":
+        from .vlm import ask_all
+
+        doc = ask_all(a.cases, docs, a.out, model=a.model, base_url=a.base_url, predictions=a.predictions,
+                      cache_dir=a.cache, jobs=a.jobs, api_key_env=a.api_key_env)
+        print(f"{doc['answerer']} answered {sum(v is not None for d in doc['answers'].values() for v in d.values())} "
+              f"of {sum(len(d) for d in doc['answers'].values())} questions ({doc['run']['requests_sent']} requests, "
+              f"{doc['run']['cache_hits']} cached, {len(doc['problems'])} problems) -> {Path(a.out) / 'answers.json'}")
+        answers = doc["answers"]
+    else:
+        answers = json.loads(Path(a.answers).read_text(encoding="utf-8"))["answers"]
     rep = score_answers(docs, answers)
-    if a.out:
+    if a.questions_command == "ask":
+        write_json_atomic(Path(a.out) / "report.json", rep, sort_keys=True)
+    elif a.out:
         write_json_atomic(Path(a.out), rep, sort_keys=True)
     o = rep["overall"]
     print(f"overall: n={o['n']} accuracy={o['accuracy']:.4f} balanced={o['balanced_accuracy']:.4f} "
@@ -71,6 +83,18 @@ def add_parser(sub) -> None:
     o.add_argument("--cases", required=True, metavar="DATASET")
     o.add_argument("--questions", required=True, metavar="DIR")
     o.add_argument("--out", required=True, metavar="ANSWERS_JSON")
+    k = qs.add_parser("ask", help="answer the questions with an OpenAI-compatible VLM (prior + question-aware "
+                                  "frames of the GT video, or of a model's Deduction answer), then score")
+    k.add_argument("--cases", required=True, metavar="DATASET")
+    k.add_argument("--questions", required=True, metavar="DIR")
+    k.add_argument("--model", required=True)
+    k.add_argument("--base-url", help="endpoint (default: the judge's, from OPENAI_BASE_URL)")
+    k.add_argument("--api-key-env", help="environment variable holding the API key")
+    k.add_argument("--predictions", metavar="PRED_DIR", help="show the frames of this submission's Deduction "
+                                                              "rollout 0 instead of the GT video")
+    k.add_argument("--cache", help="reply cache folder (default OUT/cache)")
+    k.add_argument("--jobs", type=int, default=4, help="requests in flight")
+    k.add_argument("--out", required=True, metavar="DIR", help="answers.json and report.json go here")
     s = qs.add_parser("score", help="accuracy / balanced accuracy of an answers file")
     s.add_argument("--questions", required=True, metavar="DIR")
     s.add_argument("--answers", required=True, metavar="ANSWERS_JSON")

@@ -135,7 +135,19 @@ def test_partial_and_foreign_runs_are_reported(runs, tmp_path):
     assert main(["report", str(res["oracle"]), str(torn), str(foreign), "--out", str(out), "--no-progress"]) == 0
     html = (out / "index.html").read_text()
     assert "torn last line" in html and "summary.json is missing" in html and "another dataset" in html
-    assert "expected responses" not in html or "torn" in html
+    assert "torn last line skipped" in html
+    # a partial run that has its summary: the number of responses without a record is exact
+    partial = tmp_path / "partial"
+    shutil.copytree(res["static"], partial)
+    lines = (partial / "records.jsonl").read_text().splitlines(keepends=True)
+    expected = json.loads((partial / "summary.json").read_text())["counts"]["expected_responses"]
+    assert expected == len(lines) == 2 * 5 * 3
+    (partial / "records.jsonl").write_text("".join(lines[:-4]))
+    out_p = tmp_path / "rep_partial"
+    assert main(["report", str(partial), "--out", str(out_p), "--no-progress"]) == 0
+    assert f"4 of {expected} expected responses have no record" in (out_p / "index.html").read_text()
+    shutil.rmtree(out_p)
+    shutil.rmtree(partial)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign", "rep", "torn"]
     assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "rep2"), "--no-progress"]) == 2
     assert not (tmp_path / "rep2").exists()

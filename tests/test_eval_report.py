@@ -151,3 +151,37 @@ def test_partial_and_foreign_runs_are_reported(runs, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign", "rep", "torn"]
     assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "rep2"), "--no-progress"]) == 2
     assert not (tmp_path / "rep2").exists()
+
+
+def test_visual_cache_is_reused_and_keyed_by_content(runs, tmp_path):
+    from orchard_eval.report import write_report
+
+    root, res = runs
+    pred = tmp_path / "pred"
+    shutil.copytree(root / "pred_oracle", pred)
+    out = tmp_path / "rep"
+    s1, s2, s3 = {}, {}, {}
+    write_report([res["oracle"]], out, progress=False, predictions=[pred], stats=s1)
+    stem = CIDS[0].replace("/", "__")
+    thumb = out / "thumbs" / f"{stem}__r0_deduction_0_t1_answer.png"
+    first = thumb.read_bytes()
+    entries = sorted((out / "cache").rglob("*.json"))
+    # one entry per distinct answer file (identical rollouts share one) and one per Deduction answer
+    assert s1["cache_misses"] == len(entries) > 0
+    write_report([res["oracle"]], out, progress=False, predictions=[pred], stats=s2)
+    assert s2 == {"cache_hits": s1["cache_hits"] + s1["cache_misses"], "cache_misses": 0}
+    assert thumb.read_bytes() == first
+    assert sorted((out / "cache").rglob("*.json")) == entries  # carried over into the new report
+    # a torn entry is a miss, and a changed answer file is a new key: the static answer is drawn
+    torn = next(e for e in entries if '"png"' in e.read_text())  # an answer thumbnail, not the Deduction entry
+    torn.write_text("{")
+    ded = pred / "cases" / CIDS[0] / "deduction" / "rollout_00.mp4"
+    shutil.copyfile(root / "pred_static" / "cases" / CIDS[0] / "deduction" / "rollout_00.mp4", ded)
+    write_report([res["oracle"]], out, progress=False, predictions=[pred], stats=s3)
+    assert s3["cache_misses"] == 2, s3
+    assert thumb.read_bytes() != first
+    # --cache DIR: the entries go there, and the report folder holds none
+    shared = tmp_path / "shared_cache"
+    assert main(["report", str(res["oracle"]), "--out", str(tmp_path / "rep3"), "--no-progress",
+                 "--predictions", str(pred), "--cache", str(shared)]) == 0
+    assert len(list(shared.rglob("*.json"))) == len(entries) and not (tmp_path / "rep3" / "cache").exists()

@@ -8,6 +8,7 @@ from statistics import mean
 from PIL import Image
 
 from . import svg, visuals
+from .cache import VisualCache
 from .html import esc, fmt, num, page, table
 from .load import Results
 from .overview import case_href
@@ -27,10 +28,11 @@ def thumbnail(src: Path, dst: Path) -> bool:
     return True
 
 
-def render_case(job: tuple) -> tuple[str, str]:
-    """(file name, HTML) of one case; job = (case_id, [(run name, records, prediction dir or None)],
-    dataset root or None, out dir)."""
-    cid, runs, dataset, out = job
+def render_case(job: tuple) -> tuple[str, str, tuple[int, int]]:
+    """(file name, HTML, (cache hits, misses)) of one case; job = (case_id, [(run name, records,
+    prediction dir or None)], dataset root or None, out dir, (cache write dir or None, read dirs))."""
+    cid, runs, dataset, out, (cache_dir, cache_read) = job
+    cache = VisualCache(cache_dir, tuple(cache_read))
     case = visuals.load_case_once(dataset, cid)
     stem = cid.replace("/", "__")
     parts = []
@@ -50,18 +52,19 @@ def render_case(job: tuple) -> tuple[str, str]:
             parts.append('<div class="warn">no records for this case in this run (missing)</div>')
         for rec in sorted(recs, key=lambda r: (r["subtrack"], r.get("rollout", 0))):
             parts.append(_record_block(rec))
-            parts.append(_visual_block(case, rec, pred, Path(out), stem, ri))
-    return stem + ".html", page(f"Case {cid}", "".join(parts), depth=1)
+            parts.append(_visual_block(case, rec, pred, Path(out), stem, ri, cache))
+    return stem + ".html", page(f"Case {cid}", "".join(parts), depth=1), (cache.hits, cache.misses)
 
 
-def _visual_block(case, rec: dict, pred: str | None, out: Path, stem: str, run_index: int) -> str:
+def _visual_block(case, rec: dict, pred: str | None, out: Path, stem: str, run_index: int,
+                  cache: VisualCache) -> str:
     """Answer-vs-reference thumbnails (image subtracks) or Deduction outlines and trajectories (rollout 0)."""
     root = Path(pred) if pred else None
     tag = f"r{run_index}_{rec['subtrack']}_{rec.get('rollout', 0)}"
     if rec["subtrack"] in visuals.REFERENCE_ROLES:
-        return visuals.reference_block(case, rec, root, out, stem, tag)
+        return visuals.reference_block(case, rec, root, out, stem, tag, cache)
     if rec["subtrack"] in ("deduction", "Ded.") and int(rec.get("rollout", 0) or 0) == 0:
-        return visuals.deduction_block(case, rec, root, out, stem, tag)
+        return visuals.deduction_block(case, rec, root, out, stem, tag, cache)
     return ""
 
 

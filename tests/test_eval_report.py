@@ -185,3 +185,39 @@ def test_visual_cache_is_reused_and_keyed_by_content(runs, tmp_path):
     assert main(["report", str(res["oracle"]), "--out", str(tmp_path / "rep3"), "--no-progress",
                  "--predictions", str(pred), "--cache", str(shared)]) == 0
     assert len(list(shared.rglob("*.json"))) == len(entries) and not (tmp_path / "rep3" / "cache").exists()
+
+
+def test_zero_reasons_from_eval_log_and_missing_responses_are_listed(runs, tmp_path):
+    root, res = runs
+    pred = tmp_path / "pred"
+    shutil.copytree(root / "pred_static", pred)
+    bad = pred / "cases" / CIDS[0] / "deduction" / "rollout_02.mp4"
+    bad.write_bytes(b"not a video")
+    run = tmp_path / "res"
+    assert main(["run", "--judge", "none", "--cases", str(root / "ds"), "--predictions", str(pred), "--out", str(run),
+                 "--no-progress"]) == 0
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    invalid = [x for x in lines if json.loads(x)["error"]]
+    assert len(invalid) == 1
+    kind = json.loads(invalid[0])["error"]["kind"]
+    # the record of the zero score is lost, and so is one valid response of the other case
+    other = next(x for x in lines if json.loads(x)["case_id"] == CIDS[1] and json.loads(x)["subtrack"] == "perception_text"
+                 and json.loads(x)["rollout"] == 1)
+    (run / "records.jsonl").write_text("".join(x for x in lines if x not in (invalid[0], other)))
+    out = tmp_path / "rep"
+    assert main(["report", str(run), "--out", str(out), "--no-progress"]) == 0
+    drv = _browser()
+    try:
+        _check_page(drv, out / "index.html", tmp_path / "overview.png")
+        zero = [[c.text for c in tr.find_elements("tag name", "td")]
+                for tr in drv.find_elements("css selector", "table.zero tbody tr")]
+        assert [z[:3] for z in zero] == [[kind, "1", "1"]], zero
+        missing = {tr.find_elements("tag name", "td")[0].text: tr.find_elements("tag name", "td")[1].text
+                   for tr in drv.find_elements("css selector", "table.missing tbody tr")}
+        assert missing == {CIDS[0]: "deduction rollout 2", CIDS[1]: "perception_text rollout 1"}
+        assert "2 of 30 expected responses have no record" in drv.find_element("tag name", "body").text
+        text, _ = _check_page(drv, out / "cases" / (CIDS[0].replace("/", "__") + ".html"), tmp_path / "case.png")
+        assert "responses without a record: deduction rollout 2" in text
+        assert f"eval.log: deduction rollout 2 scored 0: {kind}:" in text
+    finally:
+        drv.quit()

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from . import case_pages, comparison, overview
 from .html import CSS, JS
-from .load import Results, check_same_dataset, dataset_root, load_results
+from .load import Results, check_same_dataset, dataset_case_ids, dataset_root, find_missing, load_results
 
 
 class ReportError(ValueError):
@@ -38,6 +38,8 @@ def write_report(dirs: Sequence[str | Path], out: str | Path, jobs: int = 1, pro
     if not results:
         raise ReportError("; ".join(problems) or "no results directories")
     for r in results:
+        d = r.dataset_key()[0]
+        find_missing(r, dataset_case_ids(Path(d)) if d and Path(d).is_dir() else None)
         problems.extend(f"{r.path}: {p}" for p in r.problems)
     foreign = check_same_dataset(results)
     problems.extend(foreign)
@@ -58,7 +60,9 @@ def write_report(dirs: Sequence[str | Path], out: str | Path, jobs: int = 1, pro
             for rec in r.records:
                 grouped.setdefault(rec["case_id"], []).append(rec)
             for c in cids:
-                by_case[c].append((r.name, grouped.get(c, []), preds.get(str(Path(r.path).resolve()))))
+                by_case[c].append((r.name, grouped.get(c, []), preds.get(str(Path(r.path).resolve())),
+                                   [k[1:] for k in r.missing if k[0] == c],
+                                   {k[1:]: v for k, v in r.log_zero.items() if k[0] == c}))
         if cache_dir is not None:
             caching = (str(Path(cache_dir).resolve()), ())
         else:

@@ -30,7 +30,8 @@ def thumbnail(src: Path, dst: Path) -> bool:
 
 def render_case(job: tuple) -> tuple[str, str, tuple[int, int]]:
     """(file name, HTML, (cache hits, misses)) of one case; job = (case_id, [(run name, records,
-    prediction dir or None)], dataset root or None, out dir, (cache write dir or None, read dirs))."""
+    prediction dir or None, [(subtrack, rollout) without a record], {(subtrack, rollout): (kind,
+    detail) logged in eval.log})], dataset root or None, out dir, (cache write dir or None, read dirs))."""
     cid, runs, dataset, out, (cache_dir, cache_read) = job
     cache = VisualCache(cache_dir, tuple(cache_read))
     case = visuals.load_case_once(dataset, cid)
@@ -46,10 +47,18 @@ def render_case(job: tuple) -> tuple[str, str, tuple[int, int]]:
             parts.append('<div class="warn">the input image is not on disk (dataset moved?)</div>')
     else:
         parts.append('<div class="warn">dataset not found on disk: no input image or references</div>')
-    for ri, (run_name, recs, pred) in enumerate(runs):
+    for ri, (run_name, recs, pred, missing, logged) in enumerate(runs):
         parts.append(f"<h2>{esc(run_name)}</h2>")
         if not recs:
             parts.append('<div class="warn">no records for this case in this run (missing)</div>')
+        if missing:
+            parts.append('<div class="warn missing">responses without a record: '
+                         + ", ".join(f"{esc(st)} rollout {ro}" for st, ro in missing) + "</div>")
+            for st, ro in missing:
+                if (st, ro) in logged:
+                    kind, detail = logged[(st, ro)]
+                    parts.append(f'<div class="warn">eval.log: {esc(st)} rollout {ro} scored 0: {esc(kind)}: '
+                                 f"{esc(detail)}</div>")
         for rec in sorted(recs, key=lambda r: (r["subtrack"], r.get("rollout", 0))):
             parts.append(_record_block(rec))
             parts.append(_visual_block(case, rec, pred, Path(out), stem, ri, cache))

@@ -9,6 +9,7 @@ import pytest
 
 from orchard_eval import synthetic as syn
 from orchard_eval.cli import main
+from orchard_eval.prompts import build_prompts, shipped_prompt_version
 from orchard_eval.tables import COLUMNS
 
 CIDS = ["UniversalGravitation/FreeFall/000000", "ConservationOfMomentum/PerfectlyElasticCollision/000001"]
@@ -22,6 +23,11 @@ def runs(tmp_path_factory):
     for k, (cid, task) in enumerate(zip(CIDS, TASKS)):
         syn.write_orchard_case(ds, syn.Scene(width=96, height=64, background_seed=k), cid, task=task)
     syn.write_index(ds, CIDS, "orchard")
+    # the shipped templates' version (the synthetic index declares the paper's, whose text needs the
+    # apple_pi package), so that the case pages can show the prompts
+    index = json.loads((ds / "dataset.json").read_text())
+    index["prompt_version"] = shipped_prompt_version()
+    (ds / "dataset.json").write_text(json.dumps(index))
     out = {}
     for kind in ("oracle", "static", "blank"):
         pred, res = root / f"pred_{kind}", root / f"res_{kind}"
@@ -94,6 +100,10 @@ def test_report_opens_in_a_real_browser(runs, tmp_path):
                                       ".test(i.src) && i.complete && i.naturalWidth > 0).length")
         assert outlined >= 2 * 3, outlined
         assert len(drv.find_elements("css selector", "svg.trajectory polyline")) >= 2
+        # the prompt of every subtrack, exactly as orchard-eval prompts renders it for this case
+        shown = drv.execute_script("return Array.from(document.querySelectorAll('pre.prompt')).map(p => p.textContent)")
+        want = [r["prompt"] for r in build_prompts(root / "ds")[0] if r["case_id"] == CIDS[0]]
+        assert len(want) == 5 and shown == want, (shown, want)
         assert "missing" not in text.lower() or "missing: answer" not in text
         # the image subtracks show the answer next to the case's reference image
         page2 = out / "cases" / (CIDS[1].replace("/", "__") + ".html")
@@ -221,3 +231,17 @@ def test_zero_reasons_from_eval_log_and_missing_responses_are_listed(runs, tmp_p
         assert f"eval.log: deduction rollout 2 scored 0: {kind}:" in text
     finally:
         drv.quit()
+
+
+def test_prompts_of_other_template_sets_get_a_note(runs):
+    from orchard_eval.cases import load_dataset
+    from orchard_eval.report.prompt_text import prompts_block
+
+    root, _ = runs
+    case = load_dataset(root / "ds").cases[CIDS[0]]
+    custom = prompts_block(case, root / "ds", {"source": "custom", "prompt_version": "mine-3"}, "video", 3)
+    assert "custom template set (prompt version &#x27;mine-3&#x27;)" in custom and "<pre" not in custom
+    old = prompts_block(case, root / "ds", {"source": "orchard", "prompt_version": "orchard-prompts-v0"}, "video", 3)
+    assert "the run answered prompts orchard-prompts-v0" in old and "<pre" not in old
+    image = prompts_block(case, root / "ds", {"source": "orchard", "prompt_version": shipped_prompt_version()}, "image", 3)
+    assert image.count('<pre class="prompt">') == 4 + len(case.timestamps)  # one Deduction prompt per timestamp

@@ -7,7 +7,7 @@ from statistics import mean
 
 from PIL import Image
 
-from . import svg, visuals
+from . import prompt_text, svg, visuals
 from .cache import VisualCache
 from .html import esc, fmt, num, page, table
 from .load import Results
@@ -47,6 +47,7 @@ def render_case(job: tuple) -> tuple[str, str, tuple[int, int]]:
             parts.append('<div class="warn">the input image is not on disk (dataset moved?)</div>')
     else:
         parts.append('<div class="warn">dataset not found on disk: no input image or references</div>')
+    parts.append(_prompts(case, dataset, runs))
     for ri, (run_name, recs, pred, missing, logged) in enumerate(runs):
         parts.append(f"<h2>{esc(run_name)}</h2>")
         if not recs:
@@ -63,6 +64,25 @@ def render_case(job: tuple) -> tuple[str, str, tuple[int, int]]:
             parts.append(_record_block(rec))
             parts.append(_visual_block(case, rec, pred, Path(out), stem, ri, cache))
     return stem + ".html", page(f"Case {cid}", "".join(parts), depth=1), (cache.hits, cache.misses)
+
+
+def _prompts(case, dataset: str | None, runs) -> str:
+    """One Prompts section per distinct (template source, prompt version, protocol) of the runs."""
+    seen: dict[tuple, list[str]] = {}
+    for run_name, recs, *_ in runs:
+        if recs:
+            prov = recs[0].get("provenance") or {}
+            pr = prov.get("prompts") or {}
+            key = (pr.get("source"), pr.get("prompt_version"), recs[0].get("protocol") or prov.get("protocol"),
+                   int(prov.get("num_rollouts") or 3))
+            seen.setdefault(key, []).append(run_name)
+    out = []
+    for (source, version, protocol, n_roll), names in seen.items():
+        head = "Prompts" + ("" if len(seen) == 1 else f" ({', '.join(names)})")
+        out.append(f"<h2>{esc(head)}</h2>" + prompt_text.prompts_block(
+            case, Path(dataset) if dataset else None, {"source": source, "prompt_version": version},
+            str(protocol or "video"), n_roll))
+    return "".join(out)
 
 
 def _visual_block(case, rec: dict, pred: str | None, out: Path, stem: str, run_index: int,

@@ -5,9 +5,11 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from orchard_eval import synthetic as syn
+from orchard_eval.cases import load_dataset
 from orchard_eval.cli import main
 from orchard_eval.prompts import build_prompts, shipped_prompt_version
 from orchard_eval.tables import COLUMNS
@@ -100,6 +102,19 @@ def test_report_opens_in_a_real_browser(runs, tmp_path):
                                       ".test(i.src) && i.complete && i.naturalWidth > 0).length")
         assert outlined >= 2 * 3, outlined
         assert len(drv.find_elements("css selector", "svg.trajectory polyline")) >= 2
+        # per-timestamp details: the oracle's constant 40 dB is said in words, the static answer's varying PSNR is
+        # plotted on an axis from 0 dB; speed vs time per run, its axis topped by the GT's top speed
+        assert "psnr_db = 40 dB at every timestamp (constant: not plotted)" in text
+        titles = drv.execute_script("return Array.from(document.querySelectorAll('svg.lines > title'))"
+                                    ".map(t => t.textContent)")
+        assert "psnr_db per timestamp" in titles and titles.count("speed |v| vs time") == 3, titles
+        case = load_dataset(root / "ds").cases[CIDS[0]]
+        tr = case.object_tracks()
+        top = max(float(np.linalg.norm(v, axis=1)[tr.times <= max(case.timestamps) + 1e-9].max())
+                  for v in tr.velocities.values())
+        ticks = drv.execute_script("return Array.from(document.querySelectorAll('svg.speed text')).map(t => t.textContent)")
+        assert f"{top:.3g}" in ticks, (top, ticks)
+        assert len(drv.find_elements("css selector", "svg.speed polyline")) >= 3 * 2
         # the prompt of every subtrack, exactly as orchard-eval prompts renders it for this case
         shown = drv.execute_script("return Array.from(document.querySelectorAll('pre.prompt')).map(p => p.textContent)")
         want = [r["prompt"] for r in build_prompts(root / "ds")[0] if r["case_id"] == CIDS[0]]

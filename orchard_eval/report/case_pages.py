@@ -61,7 +61,7 @@ def render_case(job: tuple) -> tuple[str, str, tuple[int, int]]:
                     parts.append(f'<div class="warn">eval.log: {esc(st)} rollout {ro} scored 0: {esc(kind)}: '
                                  f"{esc(detail)}</div>")
         for rec in sorted(recs, key=lambda r: (r["subtrack"], r.get("rollout", 0))):
-            parts.append(_record_block(rec))
+            parts.append(_record_block(rec, case.timestamps if case is not None else None))
             parts.append(_visual_block(case, rec, pred, Path(out), stem, ri, cache))
     return stem + ".html", page(f"Case {cid}", "".join(parts), depth=1), (cache.hits, cache.misses)
 
@@ -97,7 +97,36 @@ def _visual_block(case, rec: dict, pred: str | None, out: Path, stem: str, run_i
     return ""
 
 
-def _record_block(rec: dict) -> str:
+def _detail_plots(det: dict, times) -> str:
+    """A plot per per-timestamp metric detail (e.g. psnr_db) against t; a constant one (the oracle's
+    40 dB everywhere) is said in words instead, as a flat line reads like a broken plot."""
+    plots, flat = [], []
+    for name, vals in sorted(det.items()):
+        if not isinstance(vals, list) or not vals or not all(v is None or isinstance(v, (int, float)) for v in vals):
+            continue
+        ys = [None if v is None else float(v) for v in vals]
+        defined = [v for v in ys if v is not None]
+        unit = " dB" if name.endswith("_db") else ""
+        if not defined:
+            flat.append(f"{esc(name)}: undefined at every timestamp")
+            continue
+        if max(defined) - min(defined) < 1e-9:
+            flat.append(f"{esc(name)} = {defined[0]:.4g}{unit} at every timestamp"
+                        + (f" ({len(ys) - len(defined)} undefined)" if len(defined) < len(ys) else "")
+                        + " (constant: not plotted)")
+            continue
+        xs, xl = (list(times), "t (s)") if times is not None and len(times) == len(ys) else (list(range(len(ys))), "timestamp #")
+        # dB on an absolute scale from 0, so that a 0.1 dB wobble does not fill the plot
+        plots.append(svg.lines([(name, xs, ys)], f"{name} per timestamp", xlabel=xl,
+                               ylabel=f"{name[:-3]} (dB)" if unit else name,
+                               ymin=0.0 if unit else None))
+    out = ('<div class="plots">' + "".join(plots) + "</div>") if plots else ""
+    if flat:
+        out += '<p class="flat">' + "; ".join(flat) + "</p>"
+    return out
+
+
+def _record_block(rec: dict, times=None) -> str:
     head = f"<h3>{esc(rec['subtrack'])} · rollout {esc(rec.get('rollout'))} · score {fmt(rec.get('score'))}</h3>"
     rows = []
     for group, d in (("metric", rec.get("metrics")), ("criterion", rec.get("criteria")), ("group", rec.get("groups"))):
@@ -113,11 +142,7 @@ def _record_block(rec: dict) -> str:
     if art.get("path"):
         body.append(f"<p>Answer: <code>{esc(art['path'])}</code>"
                     + (f", chosen frames {esc(art.get('pred_indices'))}" if art.get("pred_indices") else "") + "</p>")
-    det = rec.get("metric_details") or {}
-    series = [(k, list(range(len(v))), [float(x) for x in v]) for k, v in det.items()
-              if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v)]
-    if series:
-        body.append('<div class="plots">' + "".join(svg.lines([s], f"{s[0]} per timestamp") for s in series) + "</div>")
+    body.append(_detail_plots(rec.get("metric_details") or {}, times))
     return head + "".join(body)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image
 
 from .cache import VisualCache, case_sha256, file_sha256, png_to_text, text_to_png
+from . import svg
 from .html import esc
 
 THUMB = 320  # thumbnails, never full frames: a 400-case report stays small and fast
@@ -244,8 +245,8 @@ def deduction_data(case, rec: dict, src: Path, protocol: str, segmenter: str) ->
     gt = gt_deduction(case, pk.times)
     keep: list = []
     # the scorer's own segmentation path (same context, same chaining of priors), run once
-    _segment_sequence(case, pk.frames, get_segmenter(segmenter), pk.times, gt.frames, pk.condition_frame,
-                      pk.source_size, keep=keep)
+    _, _, _, where, _ = _segment_sequence(case, pk.frames, get_segmenter(segmenter), pk.times, gt.frames,
+                                          pk.condition_frame, pk.source_size, keep=keep)
     frames, tracks = [], {}
     for k, t in enumerate(pk.times):
         inst = gt.instances[k]
@@ -261,7 +262,56 @@ def deduction_data(case, rec: dict, src: Path, protocol: str, segmenter: str) ->
                        "gt_png": png_to_text(thumb_png(draw_outlines(gt.frames[k], gt_masks, gt_masks))),
                        "answer_png": None if f is None else png_to_text(thumb_png(draw_outlines(f, gt_masks, ans_masks)))})
     h, w = gt.frames[0].shape[:2]
-    return {"shape": [h, w], "frames": frames, "tracks": tracks, "notes": list(pk.notes)}
+    return {"shape": [h, w], "frames": frames, "tracks": tracks, "notes": list(pk.notes),
+            "speed": speeds(case, pk.times, where)}
+
+
+MAX_GT_SPEED_POINTS = 120  # the GT track is dense (every simulator step); a plot needs far fewer points
+
+
+def _finite(v) -> float | None:
+    return float(v) if np.isfinite(v) else None
+
+
+def speeds(case, times, where) -> dict | None:
+    """Speed |v| (m/s) per object: GT from the case's tracks; answer from the located image positions
+    back-projected onto the plane the object's GT centre moves in, central differences between the
+    timestamps (the velocity metric's and tracks.answer_tracks' construction). None without camera
+    or GT tracks."""
+    from orchard_eval import metrics as M
+
+    gt = case.object_tracks()
+    if gt is None or case.intrinsic is None or case.extrinsic is None or len(times) < 2:
+        return None
+    t = np.asarray(times, float)
+    out = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for o in case.objects:
+            if o.id not in gt.positions:
+                continue
+            uv = np.array([[np.nan, np.nan] if w.get(o.id) is None else w[o.id] for w in where], float)
+            point, normal = M.motion_plane(gt.positions[o.id], case.extrinsic)
+            P = M.backproject_to_plane(uv, case.intrinsic, case.extrinsic, point, normal)
+            v = np.gradient(P, t, axis=0)
+            step = max(1, len(gt.times) // MAX_GT_SPEED_POINTS)
+            keep = gt.times <= t.max() + 1e-9
+            gtt, gtv = gt.times[keep][::step], np.linalg.norm(gt.velocities[o.id][keep], axis=1)[::step]
+            out[o.id] = {"gt": [[float(x) for x in gtt], [_finite(x) for x in gtv]],
+                         "answer": [[float(x) for x in t], [_finite(x) for x in np.linalg.norm(v, axis=1)]]}
+    return out
+
+
+def speed_svg(sp: dict | None) -> str:
+    if not sp:
+        return '<p class="legend">velocity vs time: not drawn (the case has no camera or no GT tracks)</p>'
+    series = []
+    for oid in sorted(sp):
+        series.append((f"GT {oid}", *sp[oid]["gt"]))
+        series.append((f"answer {oid}", *sp[oid]["answer"]))
+    return (svg.lines(series, "speed |v| vs time", w=360, xlabel="t (s)", ylabel="speed (m/s)", ymin=0.0)
+            .replace('<svg class="lines"', '<svg class="lines speed"', 1)
+            + '<p class="legend">speed: GT solid from the case\'s tracks; answer dashed, its mask positions '
+              "back-projected onto each object's GT motion plane, central differences between the timestamps.</p>")
 
 
 def deduction_block(case, rec: dict, pred_root: Path | None, out: Path, stem: str, tag: str,
@@ -306,7 +356,8 @@ def deduction_block(case, rec: dict, pred_root: Path | None, out: Path, stem: st
     legend = ('<p class="legend">Outlines: GT masks cyan, answer masks (the scoring segmenter, '
               f'{esc(segmenter)}) magenta; the GT outline is also drawn on the answer frame.</p>')
     plot = trajectory_svg(data["tracks"], data["shape"], "image-plane centroid trajectory per object")
-    return legend + '<div class="frames">' + "".join(cells) + "</div>" + plot
+    return (legend + '<div class="frames">' + "".join(cells) + '</div><div class="plots">' + plot
+            + speed_svg(data.get("speed")) + "</div>")
 
 
 def _dir_sha256(d: Path) -> str:

@@ -260,3 +260,27 @@ def test_prompts_of_other_template_sets_get_a_note(runs):
     assert "the run answered prompts orchard-prompts-v0" in old and "<pre" not in old
     image = prompts_block(case, root / "ds", {"source": "orchard", "prompt_version": shipped_prompt_version()}, "image", 3)
     assert image.count('<pre class="prompt">') == 4 + len(case.timestamps)  # one Deduction prompt per timestamp
+
+
+def test_image_protocol_deduction_keyframes_are_drawn(runs, tmp_path):
+    root, _ = runs
+    pred, res, out = tmp_path / "pred", tmp_path / "res", tmp_path / "rep"
+    assert main(["baseline", "--kind", "oracle", "--protocol", "image", "--cases", str(root / "ds"), "--out", str(pred)]) == 0
+    assert main(["run", "--judge", "none", "--cases", str(root / "ds"), "--predictions", str(pred), "--out", str(res),
+                 "--no-progress"]) == 0
+    assert main(["report", str(res), "--out", str(out), "--no-progress", "--predictions", str(pred)]) == 0
+    case = load_dataset(root / "ds").cases[CIDS[0]]
+    drv = _browser()
+    try:
+        text, _ = _check_page(drv, out / "cases" / (CIDS[0].replace("/", "__") + ".html"), tmp_path / "case.png")
+        answers = drv.execute_script("return Array.from(document.images).filter(i => /deduction_0_t[0-9]+_answer[.]png$/"
+                                     ".test(i.src) && i.naturalWidth > 0).map(i => i.alt)")
+        assert answers == [f"answer keyframe at t={t:.2f} s" for t in case.timestamps], answers
+        assert "could not be drawn" not in text and "missing: answer" not in text
+        assert len(drv.find_elements("css selector", "svg.trajectory polyline")) >= 2
+        # image answers of the other subtracks are drawn as they are (no last frame of a video)
+        refs = drv.execute_script("return Array.from(document.images).filter(i => /perception_graphic_0_answer[.]png$/"
+                                  ".test(i.src) && i.naturalWidth > 0).map(i => i.alt)")
+        assert len(refs) == 1 and "last frame" not in refs[0], refs
+    finally:
+        drv.quit()

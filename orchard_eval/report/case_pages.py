@@ -141,7 +141,8 @@ def _record_block(rec: dict, times=None) -> str:
     art = rec.get("artifact") or {}
     if art.get("path"):
         body.append(f"<p>Answer: <code>{esc(art['path'])}</code>"
-                    + (f", chosen frames {esc(art.get('pred_indices'))}" if art.get("pred_indices") else "") + "</p>")
+                    + (f", chosen frames {esc(art.get('pred_indices'))}"
+                       if any(i is not None for i in art.get("pred_indices") or ()) else "") + "</p>")
     body.append(_detail_plots(rec.get("metric_details") or {}, times))
     return head + "".join(body)
 

@@ -60,7 +60,11 @@ def main() -> None:
                 f.write(json.dumps(rec) + "\n")
                 n += 1
     summary = json.loads(Path(a.source, "summary.json").read_text())
-    summary.setdefault("counts", {})["expected_responses"] = n
+    summary.setdefault("counts", {}).update(expected_responses=n, cases=len(ds.cases), records=n)
+    # the per-case means of the source run, for every case (the report takes its expected cases from here)
+    means = summary.get("cases") or {}
+    first = next(iter(means.values()), {})
+    summary["cases"] = {cid: means.get(cid, first) for cid in sorted(ds.cases)}
     (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     print(f"{n} records for {len(ds.cases)} cases in {out}")
 

@@ -57,12 +57,17 @@ def write_report(dirs: Sequence[str | Path], out: str | Path, jobs: int = 1, pro
         by_case = {c: [] for c in cids}
         for r in same:
             grouped: dict[str, list] = {}
+            missing: dict[str, list] = {}
+            logged: dict[str, dict] = {}
             for rec in r.records:
                 grouped.setdefault(rec["case_id"], []).append(rec)
+            for k in r.missing:
+                missing.setdefault(k[0], []).append(k[1:])
+            for k, v in r.log_zero.items():
+                logged.setdefault(k[0], {})[k[1:]] = v
             for c in cids:
                 by_case[c].append((r.name, grouped.get(c, []), preds.get(str(Path(r.path).resolve())),
-                                   [k[1:] for k in r.missing if k[0] == c],
-                                   {k[1:]: v for k, v in r.log_zero.items() if k[0] == c}))
+                                   missing.get(c, []), logged.get(c, {})))
         if cache_dir is not None:
             caching = (str(Path(cache_dir).resolve()), ())
         else:

@@ -86,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")
     rp.add_argument("--predictions", action="append", default=[], metavar="PRED_DIR",
                     help="prediction dir of each RESULTS_DIR, in the same order (draws the answer images)")
+    rp.add_argument("--cache", metavar="DIR", default=None,
+                    help="cache of the answers' visual data (default: REPORT_DIR/cache, kept across builds)")
 
     b = sub.add_parser("baseline", help="write an oracle / static / blank prediction directory")
     b.add_argument("--kind", required=True, choices=("oracle", "static", "blank"))
@@ -233,7 +235,8 @@ def cmd_table(a) -> int:
 def cmd_report(a) -> int:
     from .report import write_report
 
-    problems = write_report(a.results, a.out, jobs=a.jobs, progress=not a.no_progress, predictions=a.predictions)
+    problems = write_report(a.results, a.out, jobs=a.jobs, progress=not a.no_progress, predictions=a.predictions,
+                            cache_dir=a.cache)
     for m in problems:
         print(f"orchard-eval report: warning: {m}", file=sys.stderr)
     print(f"report written to {a.out}/index.html")

@@ -10,7 +10,8 @@ td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}th{background:#f3f3f3
 .plots{display:flex;flex-wrap:wrap;gap:8px}img.thumb{max-width:320px;border:1px solid #ccc}
 nav a{margin-right:1em}.zero{color:#b00}
 .pair{display:flex;gap:8px;margin:4px 8px 4px 0}.frames{display:flex;flex-wrap:wrap;gap:4px 16px}
-figure{margin:0}figcaption{font-size:12px}"""
+figure{margin:0}figcaption{font-size:12px}
+pre.prompt{white-space:pre-wrap;background:#f7f7f7;border:1px solid #ddd;padding:.5em;max-width:60em;font-size:12px}"""
 
 JS = """// Sort a table by a clicked header; filter rows of #cases by the filter inputs.
 document.addEventListener('DOMContentLoaded',function(){

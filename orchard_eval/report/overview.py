@@ -10,6 +10,7 @@ from . import svg
 from .html import esc, fmt, num, page, table, warnings
 from .load import Results
 
+MAX_MISSING_ROWS = 500  # a 400-case run that lost everything still gives a page that opens quickly
 STAGES = (("Perception", ("P-T", "P-G")), ("Formulation", ("F-T", "F-G")), ("Deduction", ("Ded.",)))
 
 
@@ -52,7 +53,10 @@ def _per_run(r: Results) -> str:
     pairs: list[tuple[float, float]] = []
     rollouts: dict[tuple[str, str], list[float]] = defaultdict(list)
     zero: dict[str, list[str]] = defaultdict(list)
+    zero_log_only: dict[str, list[str]] = defaultdict(list)
+    have = set()
     for rec in r.records:
+        have.add((rec["case_id"], rec["subtrack"], int(rec.get("rollout") or 0)))
         s = rec.get("score")
         if s is not None:
             by_task[rec.get("task", "?")].append(float(s))
@@ -85,10 +89,36 @@ def _per_run(r: Results) -> str:
         out.append(f"<h3>Rollout spread</h3><p>standard deviation of a case × subtrack's rollout scores: "
                    f"mean {fmt(mean(spreads) if spreads else None)}, max {fmt(max(spreads) if spreads else None)} "
                    f"over {len(spreads)} pairs</p>")
-    if zero:
+    for key, (kind, _detail) in r.log_zero.items():
+        if key not in have:  # logged, but its record was lost (torn write) or never written
+            zero_log_only[kind].append(key[0])
+    if zero or zero_log_only:
         rows = []
-        for kind, cids in sorted(zero.items()):
+        for kind in sorted(set(zero) | set(zero_log_only)):
+            cids = zero.get(kind, []) + zero_log_only.get(kind, [])
             links = " ".join(f'<a href="{case_href(c)}">{esc(c)}</a>' for c in sorted(set(cids))[:50])
-            rows.append([esc(kind), str(len(cids)), links])
-        out.append("<h3>Zero-scored responses by reason</h3>" + table(["Reason", "Responses", "Cases"], rows, cls="zero"))
+            rows.append([esc(kind), str(len(cids)), str(len(zero_log_only.get(kind, []))), links])
+        out.append("<h3>Zero-scored responses by reason</h3><p>from the records (the error of an invalid "
+                   "response) and from eval.log (the run logs every zero score; a response whose record "
+                   "was lost counts under “only in eval.log”)</p>"
+                   + table(["Reason", "Responses", "Only in eval.log", "Cases"], rows, cls="zero", tid=f"zero-{k_id(r)}"))
+    if r.missing:
+        by_case: dict[str, list[str]] = defaultdict(list)
+        for cid, st, ro in r.missing:
+            by_case[cid].append(f"{st} rollout {ro}")
+        rows = [[f'<a href="{case_href(c)}">{esc(c)}</a>', esc(", ".join(v))] for c, v in sorted(by_case.items())]
+        shown = rows[:MAX_MISSING_ROWS]
+        more = f"<p>… and {len(rows) - len(shown)} more cases</p>" if len(rows) > len(shown) else ""
+        out.append(f"<h3>Missing responses ({len(r.missing)})</h3><p>expected but without a record (the run "
+                   "was interrupted, or its records were cut); resuming the run scores them</p>"
+                   + table(["Case", "Responses without a record"], shown, cls="missing", tid=f"missing-{k_id(r)}")
+                   + more)
+    if r.log_warnings:
+        items = "".join(f"<li>{esc(w)}</li>" for w in r.log_warnings[:MAX_MISSING_ROWS])
+        out.append(f"<details><summary>eval.log warnings ({len(r.log_warnings)})</summary><ul>{items}</ul></details>")
     return "".join(out)
+
+
+def k_id(r: Results) -> str:
+    """An HTML id fragment for a run (its directory name, letters and digits only)."""
+    return "".join(ch if ch.isalnum() else "-" for ch in r.path.name)

@@ -8,8 +8,8 @@ from typing import Sequence
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 
 
-def _frame(w: int, h: int, body: str, title: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">'
+def _frame(w: int, h: int, body: str, title: str, cls: str = "") -> str:
+    return (f'<svg{cls} xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">'
             f'<title>{escape(title)}</title><rect width="{w}" height="{h}" fill="#fff"/>{body}</svg>')
 
 
@@ -76,24 +76,59 @@ def scatter(points: Sequence[tuple[float, float]], title: str, xlabel: str, ylab
     return _frame(w, h, "".join(out), title)
 
 
-def lines(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], title: str, w: int = 300, h: int = 200,
-          invert_y: bool = False) -> str:
-    """Polylines (name, xs, ys) on shared axes fitted to the data; invert_y for image-plane rows."""
-    xs = [x for _, a, _ in series for x in a]
-    ys = [y for _, _, b in series for y in b]
-    if not xs:
-        return _frame(w, h, f'<text x="4" y="14" font-size="11">{escape(title)}: no data</text>', title)
-    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
-    sx, sy = (x1 - x0) or 1.0, (y1 - y0) or 1.0
-    left, bottom, top = 8, 8, 18
-    pw, ph = w - left - 8, h - top - bottom
-    out = [f'<text x="4" y="12" font-size="11">{escape(title)}</text>']
+def _tick(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def lines(series: Sequence[tuple[str, Sequence[float], Sequence[float | None]]], title: str, w: int = 330,
+          h: int = 210, xlabel: str = "", ylabel: str = "", ymin: float | None = None) -> str:
+    """Polylines (name, xs, ys) on shared axes fitted to the data, with the axis ranges labelled;
+    a None y breaks its line. Names starting with "answer" are dashed (GT solid). `ymin` pins the
+    bottom of the y axis (0 for speeds), so a near-constant series is not blown up to full height."""
+    pts = [(x, y) for _, a, b in series for x, y in zip(a, b) if y is not None]
+    cls = ' class="lines"'
+    if not pts:
+        return _frame(w, h, f'<text x="4" y="14" font-size="11">{escape(title)}: no data</text>', title, cls)
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
+    if ymin is not None:
+        y0 = min(ymin, y0)
+    if y1 - y0 < 1e-9:
+        y0, y1 = y0 - 1.0, y1 + 1.0
+    sx, sy = (x1 - x0) or 1.0, y1 - y0
+    left, right, top, bottom = 42, 8, 30, 30
+    pw, ph = w - left - right, h - top - bottom
+    out = [f'<text x="4" y="12" font-size="11">{escape(title)}</text>',
+           f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>',
+           f'<text x="{left - 3}" y="{top + 4}" font-size="9" text-anchor="end">{_tick(y1)}</text>',
+           f'<text x="{left - 3}" y="{top + ph}" font-size="9" text-anchor="end">{_tick(y0)}</text>',
+           f'<text x="{left}" y="{top + ph + 11}" font-size="9">{_tick(x0)}</text>',
+           f'<text x="{left + pw}" y="{top + ph + 11}" font-size="9" text-anchor="end">{_tick(x1)}</text>',
+           f'<text x="{left + pw / 2:.0f}" y="{h - 4}" font-size="10" text-anchor="middle">{escape(xlabel)}</text>',
+           f'<text x="10" y="{top + ph / 2:.0f}" font-size="10" text-anchor="middle" '
+           f'transform="rotate(-90 10 {top + ph / 2:.0f})">{escape(ylabel)}</text>']
     for k, (name, a, b) in enumerate(series):
-        pts = []
+        colour = COLOURS[(k // 2 if len(series) > 1 and _paired(series) else k) % len(COLOURS)]
+        dash = ' stroke-dasharray="4,3"' if name.startswith("answer") else ""
+        runs: list[list[str]] = [[]]
         for x, y in zip(a, b):
-            fy = (y - y0) / sy
-            pts.append(f"{left + (x - x0) / sx * pw:.1f},{top + (fy if invert_y else 1 - fy) * ph:.1f}")
-        dash = ' stroke-dasharray="4,3"' if name.startswith("pred") else ""
-        out.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{COLOURS[k % len(COLOURS)]}" '
-                   f'stroke-width="1.5"{dash}><title>{escape(name)}</title></polyline>')
-    return _frame(w, h, "".join(out), title)
+            if y is None:
+                runs.append([])
+                continue
+            runs[-1].append(f"{left + (x - x0) / sx * pw:.1f},{top + (1 - (y - y0) / sy) * ph:.1f}")
+        for r in runs:
+            if r:
+                out.append(f'<polyline points="{" ".join(r)}" fill="none" stroke="{colour}" stroke-width="1.5"{dash}>'
+                           f'<title>{escape(name)}</title></polyline>')
+        if len(series) > 1:
+            out.append(f'<line x1="{left + (k % 4) * 72}" y1="{18 + (k // 4) * 10}" x2="{left + (k % 4) * 72 + 12}" '
+                       f'y2="{18 + (k // 4) * 10}" stroke="{colour}" stroke-width="1.5"{dash}/>'
+                       f'<text x="{left + (k % 4) * 72 + 15}" y="{21 + (k // 4) * 10}" font-size="9">{escape(name[:12])}</text>')
+    return _frame(w, h, "".join(out), title, cls)
+
+
+def _paired(series) -> bool:
+    """GT/answer pairs (GT x, answer x, GT y, answer y…) share a colour per object."""
+    names = [n for n, _, _ in series]
+    return len(names) % 2 == 0 and all(names[i].startswith("GT") and names[i + 1].startswith("answer")
+                                       for i in range(0, len(names), 2))

@@ -43,7 +43,21 @@ def _frame0_segmentation(case: EvalCase, packet, segmenter):
     return segmenter.segment(packet.condition_frame, ctx)
 
 
-def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segmenter
+def sample_times(case: EvalCase, packet, rule: str = "paper") -> list[float]:
+    """The physical time of the answer frame shown at each timestamp: a video answer's frame j is at
+    j·T/N (`objective.frame_time`, as the velocity metric times it), not at the timestamp it was
+    chosen for (two timestamps on one frame would otherwise give a body two places at one instant
+    or, worse, one place at two); keyframes are at their timestamps."""
+    from ..objective import frame_time
+
+    idx = packet.pred_indices
+    if packet.protocol != "video" or packet.n_video_frames is None or not idx or len(idx) != len(packet.times):
+        return [float(t) for t in packet.times]
+    return [float(t) if j is None else frame_time(j, packet.n_video_frames, case.physics_duration, rule)
+            for j, t in zip(idx, packet.times)]
+
+
+def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segmenter, rule: str = "paper"
                  ) -> tuple[dict[str, Any] | None, str | None]:
     """(the record's `transitions` object, None) or (None, the reason it is not applicable)."""
     from ..tracks import tracks_from_segmentations
@@ -52,7 +66,7 @@ def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segment
         return None, "transition score not applicable: the case has no events.json"
     if segmentations is None:
         return None, "transition score not applicable: the answer was not segmented"
-    segs, times = list(segmentations), [float(t) for t in packet.times]
+    segs, times = list(segmentations), sample_times(case, packet, rule)
     if len(segs) != len(times):
         return None, f"transition score not applicable: {len(segs)} segmentations for {len(times)} timestamps"
     if not times or min(times) > 0:

@@ -19,13 +19,16 @@ Rules:
   acceleration ≥ A_MIN, horizontal acceleration below H_RATIO of it, residuals within the
   tolerance). `projectile_apex`: the vertex of a flight's parabola, when it lies inside the flight
   and the flight has at least four samples (three points fit any curve: the top of a circle looks
-  like an apex at three samples, not at four). `landing` (+ `elastic_rebound` when it rises again,
+  like an apex at three samples, not at four) or three that rise from a detected landing. `landing` (+ `elastic_rebound` when it rises again,
   `settling` when it stays down and still): a flight that reaches the floor, at the time its
   parabola meets the floor. `free_fall_onset`: a flight that starts at t = 0, or after the body was
   supported and still (then also `contact_break` with the support), at the parabola's vertex.
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
   distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
   retreat after the contact; `inelastic_capture`: they stay in contact to the end.
+* surfaces — `surface_transition`: off flight, the path bends by KINK_DEG–90° at one sample between
+  two straight stretches (two intervals on one line each side: a ramp meeting the floor; a curved
+  track bends everywhere and has no straight stretch).
 * friction — `static_breakaway`: a body that was still (or starts from rest at t = 0: its motion
   grows as t², not t) moves off without flying; `sliding_arrest`: the reverse. Neither is reported
   beside a contact or a flight of the same body (a struck body's start is the contact's).
@@ -45,6 +48,7 @@ V_EPS = 0.05    # m/s: below this a body counts as at rest
 H_RATIO = 0.2   # horizontal over vertical acceleration below which a flight is ballistic
 PIX_TOL = 2.0   # px: how far a located centre may be from the true one (segmentation noise)
 TOL_FALLBACK = 0.005   # m: the position tolerance without a camera
+KINK_DEG = 8.0  # °: a bend of the path at least this sharp between straight stretches is a change of surface
 
 
 def half_extent(o: ObjectInfo) -> float:
@@ -145,6 +149,13 @@ def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float) -> Fli
     return None
 
 
+def _angle(u: np.ndarray, v: np.ndarray) -> float:
+    nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
+    if nu == 0 or nv == 0:
+        return 0.0
+    return float(np.degrees(np.arccos(np.clip(np.dot(u, v) / (nu * nv), -1.0, 1.0))))
+
+
 def _clamp(x: float | None, lo: float, hi: float, default: float) -> float:
     if x is None or not np.isfinite(x):
         return default
@@ -182,11 +193,20 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
     flights: list[Flight] = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         f = _fit_flight(t, P, a, b, tol)
+        if f is not None and f.i > a:
+            # it flew off a support: a level first interval is still the support (the body rolls to
+            # the edge, a parabola through both samples would put its vertex between them)
+            while f is not None and f.n >= 4 and abs(z[f.i + 1] - z[f.i]) <= tol:
+                g = Flight(t, P, f.i + 1, f.j, tol)
+                f = g if g.ok else None
+            if f is None:
+                f = _fit_flight(t, P, a, b, tol)
         if f is not None:
             # it took off from a support when what it leaves out is the clip's start or more than
             # the one sample a bounce cut
             f.level_before = f.i > a and (a == 0 or f.i - a >= 2)
             flights.append(f)
+    landed_at: set[int] = set()      # samples a detected landing ended a flight at
     for f in flights:
         i, j = f.i, f.j
         # onset: from t = 0, or off a support it moved level on (not after a bounce: the body never
@@ -197,13 +217,15 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
             # rolling off a level support the parabola starts at its vertex; off a slope it starts
             # descending already (vertex earlier): the flight's first sample bounds it then
             v = f.vertex()
-            t_on = v if t[i - 1] <= v <= t[i] else t[i]
+            level = i >= 2 and abs(z[i - 1] - z[i - 2]) <= tol
+            t_on = v if level and t[i - 1] <= v <= t[i] else t[i]
             ev("free_fall_onset", t_on)
             if t_on > t[0] + 1e-3:
                 ev("contact_break", t_on)
-        # apex inside the flight, seen from at least four samples
+        # apex inside the flight, seen from at least four samples, or from three when the flight
+        # rises from a landing detected at its first sample (the bounce vouches for the flight)
         v = f.vertex()
-        if f.n >= 4 and t[i] + 1e-6 < v < t[j] - 1e-6 and (i > 0 or v > t[0] + 1e-6):
+        if (f.n >= 4 or (f.n == 3 and i in landed_at)) and t[i] + 1e-6 < v < t[j] - 1e-6:
             ev("projectile_apex", v)
         # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
         # the next-but-one: the sample after it may already be on the way up)
@@ -214,6 +236,7 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
                 continue
             t_land = _clamp(t_land, lo, hi, t[j])
             ev("landing", t_land)
+            landed_at.add(j)
             after = z[t > t_land + 1e-9]
             if after.size and after[:2].max() > h + tol:
                 ev("elastic_rebound", t_land)
@@ -234,6 +257,18 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
         off_line = float(np.linalg.norm((P[1] - P[0]) - np.dot(P[1] - P[0], u) * u))
         if s1 > 0 and s2 > max(s1, 2 * tol) and np.log(s2 / s1) / np.log(t[2] / t[1]) >= 1.5 and off_line <= tol:
             ev("static_breakaway", t[0])
+    # surface transition: off flight, the path bends at one sample between two straight stretches
+    # (two intervals each side on one line: a ramp meeting the floor; a curved track bends at every
+    # sample and has no straight stretch)
+    moving = ~still
+    for k in range(2, n - 2):
+        if in_flight[k - 2:k + 3].any() or not moving[k - 2:k + 2].all():
+            continue
+        d = [P[m + 1] - P[m] for m in (k - 2, k - 1, k, k + 1)]
+        ang = [_angle(d[0], d[1]), _angle(d[1], d[2]), _angle(d[2], d[3])]
+        # (a turn of 90° or more is a reversal — a collision, a bounce off a wall — not a new surface)
+        if KINK_DEG <= ang[1] < 90 and ang[0] < KINK_DEG / 2 and ang[2] < KINK_DEG / 2:
+            ev("surface_transition", t[k])
     # a single still interval between two motions in opposite directions is a turning point (a
     # swing, a body rolling back), not a rest
     turn = np.zeros(max(n - 1, 0), bool)
@@ -278,12 +313,16 @@ def _between(t: np.ndarray, d: np.ndarray, k: int, reach: float) -> float | None
         lo, hi = (k - 1, k) if on_retreat else (k, k + 1)
         appr = (lo - 1, lo) if lo - 1 >= 0 else None
         retr = (hi, hi + 1) if hi + 1 < n else None
+        # (a line is extrapolated, and a body may speed up on the way in: each hit is clamped into
+        # the gap; a single line cannot be checked against another and counts as half a gap off)
+        gap = t[hi] - t[lo]
         hits = [_line_hit(t[pq[0]], d[pq[0]], t[pq[1]], d[pq[1]], reach) for pq in (appr, retr) if pq is not None]
-        hits = [x for x in hits if x is not None and t[lo] - 1e-9 <= x <= t[hi] + 1e-9]
-        if not hits or (appr is not None and retr is not None and len(hits) < 2):
+        hits = [x for x in hits if x is not None and t[lo] - gap <= x <= t[hi] + gap]
+        if not hits:
             continue
-        spread = max(hits) - min(hits)
-        if spread <= 0.5 * (t[hi] - t[lo]) + 1e-9 and (best is None or spread < best[0]):
+        hits = [_clamp(x, t[lo], t[hi], x) for x in hits]
+        spread = max(hits) - min(hits) if len(hits) == 2 else 0.5 * gap
+        if spread <= 0.5 * gap + 1e-9 and (best is None or spread < best[0]):
             best = (spread, float(np.mean(hits)))
     return None if best is None else best[1]
 
@@ -359,5 +398,6 @@ def detect_transitions(case: EvalCase, tracks: ObjectTracks) -> list[Transition]
     def beside(tr: Transition) -> bool:
         return any(tr.objects[0] in c.objects and abs(c.t - tr.t) <= gap + 1e-9 for c in busy)
 
-    out = [tr for tr in out if tr.type not in ("static_breakaway", "sliding_arrest") or not beside(tr)]
+    out = [tr for tr in out if tr.type not in ("static_breakaway", "sliding_arrest", "surface_transition")
+           or not beside(tr)]
     return sorted(out, key=lambda tr: (tr.t, tr.type))

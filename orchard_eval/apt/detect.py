@@ -26,9 +26,9 @@ Rules:
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
   distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
   retreat after the contact; `inelastic_capture`: they stay in contact to the end.
-* surfaces — `surface_transition`: off flight, the path bends by KINK_DEG–90° at one sample between
-  two straight stretches (two intervals on one line each side: a ramp meeting the floor; a curved
-  track bends everywhere and has no straight stretch).
+* surfaces — `surface_transition`: off flight, the path turns by KINK_DEG–90° at a sample into a
+  straight stretch (two intervals on one line: the floor after a ramp; a curved track turns at
+  every sample and has no straight stretch).
 * friction — `static_breakaway`: a body that was still (or starts from rest at t = 0: its motion
   grows as t², not t) moves off without flying; `sliding_arrest`: the reverse. Neither is reported
   beside a contact or a flight of the same body (a struck body's start is the contact's).
@@ -257,17 +257,19 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
         off_line = float(np.linalg.norm((P[1] - P[0]) - np.dot(P[1] - P[0], u) * u))
         if s1 > 0 and s2 > max(s1, 2 * tol) and np.log(s2 / s1) / np.log(t[2] / t[1]) >= 1.5 and off_line <= tol:
             ev("static_breakaway", t[0])
-    # surface transition: off flight, the path bends at one sample between two straight stretches
-    # (two intervals each side on one line: a ramp meeting the floor; a curved track bends at every
-    # sample and has no straight stretch)
+    # surface transition: off flight, the path turns at sample k into a straight stretch (the two
+    # intervals after it on one line: the floor after a ramp, a ramp after the floor); a curved
+    # track turns at every sample and has no straight stretch. Steps shorter than 5 tolerances are
+    # left alone: their directions are not known to better than ~11°.
     moving = ~still
-    for k in range(2, n - 2):
-        if in_flight[k - 2:k + 3].any() or not moving[k - 2:k + 2].all():
+    for k in range(1, n - 2):
+        if in_flight[k - 1:k + 3].any() or not moving[k - 1:k + 2].all():
             continue
-        d = [P[m + 1] - P[m] for m in (k - 2, k - 1, k, k + 1)]
-        ang = [_angle(d[0], d[1]), _angle(d[1], d[2]), _angle(d[2], d[3])]
+        d = [P[m + 1] - P[m] for m in (k - 1, k, k + 1)]
+        if min(float(np.linalg.norm(x)) for x in d) < 5 * tol:
+            continue
         # (a turn of 90° or more is a reversal — a collision, a bounce off a wall — not a new surface)
-        if KINK_DEG <= ang[1] < 90 and ang[0] < KINK_DEG / 2 and ang[2] < KINK_DEG / 2:
+        if KINK_DEG <= _angle(d[0], d[1]) < 90 and _angle(d[1], d[2]) < KINK_DEG / 2:
             ev("surface_transition", t[k])
     # a single still interval between two motions in opposite directions is a turning point (a
     # swing, a body rolling back), not a rest

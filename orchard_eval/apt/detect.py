@@ -20,7 +20,7 @@ Rules:
   tolerance). `projectile_apex`: the vertex of a flight's parabola, when it lies inside the flight
   and the flight has at least four samples (three points fit any curve: the top of a circle looks
   like an apex at three samples, not at four) or three that rise from a detected landing. `landing` (+ `elastic_rebound` when it rises again,
-  `settling` when it stays down and still): a flight that reaches the floor, at the time its
+  `settling` when it stays down and still for two samples or more): a flight that reaches the floor, at the time its
   parabola meets the floor. `free_fall_onset`: a flight that starts at t = 0, or after the body was
   supported and still (then also `contact_break` with the support), at the parabola's vertex.
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
@@ -206,7 +206,7 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
             # the one sample a bounce cut
             f.level_before = f.i > a and (a == 0 or f.i - a >= 2)
             flights.append(f)
-    landed_at: set[int] = set()      # samples a detected landing ended a flight at
+    landings: list[float] = []       # times of the landings detected so far
     for f in flights:
         i, j = f.i, f.j
         # onset: from t = 0, or off a support it moved level on (not after a bounce: the body never
@@ -225,7 +225,8 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
         # apex inside the flight, seen from at least four samples, or from three when the flight
         # rises from a landing detected at its first sample (the bounce vouches for the flight)
         v = f.vertex()
-        if (f.n >= 4 or (f.n == 3 and i in landed_at)) and t[i] + 1e-6 < v < t[j] - 1e-6:
+        rises = any((t[i - 1] if i > 0 else -1.0) < x <= t[i] + 1e-9 for x in landings)
+        if (f.n >= 4 or (f.n == 3 and rises)) and t[i] + 1e-6 < v < t[j] - 1e-6:
             ev("projectile_apex", v)
         # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
         # the next-but-one: the sample after it may already be on the way up)
@@ -236,11 +237,11 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
                 continue
             t_land = _clamp(t_land, lo, hi, t[j])
             ev("landing", t_land)
-            landed_at.add(j)
+            landings.append(t_land)
             after = z[t > t_land + 1e-9]
             if after.size and after[:2].max() > h + tol:
                 ev("elastic_rebound", t_land)
-            elif after.size and (after - h <= tol).all() and still[j:].all():
+            elif after.size >= 2 and (after - h <= tol).all() and still[j:].all():
                 ev("settling", t_land)
     # breakaway / arrest: still ↔ moving, outside flights
     in_flight = np.zeros(n, bool)

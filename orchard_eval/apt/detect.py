@@ -93,29 +93,40 @@ def position_tolerance(case: EvalCase, P: np.ndarray) -> float:
 # ---------------------------------------------------------------------------------------------
 # fits
 # ---------------------------------------------------------------------------------------------
-def _quad(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-    """Least-squares parabola (c2, c1, c0) and its largest residual."""
+def _quad(t: np.ndarray, y: np.ndarray, tol: float, jitter: float) -> tuple[np.ndarray, bool]:
+    """Least-squares parabola (c2, c1, c0), and whether every sample lies within 1.5 tolerances of
+    it plus the distance the parabola covers in `jitter` seconds there (a frame's time is known
+    to half a frame: timestamps are rounded to frames, an answer may show a frame late)."""
     c = np.polyfit(t, y, 2)
-    return c, float(np.max(np.abs(np.polyval(c, t) - y)))
+    slope = np.abs(2 * c[0] * t + c[1])
+    return c, bool(np.all(np.abs(np.polyval(c, t) - y) <= 1.5 * tol + slope * jitter))
 
 
 class Flight:
     """A parabola fitted to a body's samples [i, j] (inclusive); `ok` when the motion is ballistic."""
 
-    def __init__(self, t: np.ndarray, P: np.ndarray, i: int, j: int, tol: float):
+    def __init__(self, t: np.ndarray, P: np.ndarray, i: int, j: int, tol: float, jitter: float = 0.0):
         self.i, self.j = i, j
         self.ok = False
         self.level_before = False
         self.cz = None
         if j - i + 1 < 3:
             return
-        tt = t[i:j + 1] - t[i]
-        fits = [_quad(tt, P[i:j + 1, k]) for k in range(3)]
-        az = 2 * fits[2][0][0]
-        ah = float(np.hypot(2 * fits[0][0][0], 2 * fits[1][0][0]))
-        resid = max(f[1] for f in fits)
-        self.cz, self.t0 = fits[2][0], float(t[i])
-        self.ok = az <= -A_MIN and ah <= H_RATIO * abs(az) and resid <= 1.5 * tol
+        self.t0 = float(t[i])
+        # an answer frame shown twice (a stutter: the body where it was one sample before) is left
+        # out when four or more samples remain to fit
+        rep = [m for m in range(i + 1, j + 1) if float(np.linalg.norm(P[m] - P[m - 1])) <= tol]
+        drops = [None] + (rep if j - i + 1 >= 5 else [])
+        for m in drops:
+            keep = [k for k in range(i, j + 1) if k != m]
+            tt = t[keep] - t[i]
+            fits = [_quad(tt, P[keep, k], tol, jitter) for k in range(3)]
+            az = 2 * fits[2][0][0]
+            ah = float(np.hypot(2 * fits[0][0][0], 2 * fits[1][0][0]))
+            self.cz = fits[2][0]
+            self.ok = az <= -A_MIN and ah <= H_RATIO * abs(az) and all(f[1] for f in fits)
+            if self.ok:
+                return
 
     @property
     def n(self) -> int:
@@ -135,7 +146,7 @@ class Flight:
         return self.t0 + float(r[-1] if last else r[0])
 
 
-def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float) -> Flight | None:
+def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter: float) -> Flight | None:
     """The ballistic flight among samples a … b: the longest run ending at b (or at b − 1: a bounce
     may come just before the cut sample) that a parabola fits. What it leaves out at the start is
     how the body moved before it flew (on a support, a ramp; or the cut sample belongs to the
@@ -143,7 +154,7 @@ def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float) -> Fli
     for i in range(a, b - 1):
         for j in (b, b - 1):
             if j - i + 1 >= 3:
-                f = Flight(t, P, i, j, tol)
+                f = Flight(t, P, i, j, tol, jitter)
                 if f.ok:
                     return f
     return None
@@ -174,7 +185,7 @@ def _from_rest(ta: float, tb: float, tc: float, sb: float, sc: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # one body
 # ---------------------------------------------------------------------------------------------
-def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Transition]:
+def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float = 0.0) -> list[Transition]:
     out: list[Transition] = []
     n = t.size
     z = P[:, 2]
@@ -192,15 +203,15 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float) -> list[Trans
     bounds = sorted(set([0, n - 1] + cuts))
     flights: list[Flight] = []
     for a, b in zip(bounds[:-1], bounds[1:]):
-        f = _fit_flight(t, P, a, b, tol)
+        f = _fit_flight(t, P, a, b, tol, jitter)
         if f is not None and f.i > a:
             # it flew off a support: a level first interval is still the support (the body rolls to
             # the edge, a parabola through both samples would put its vertex between them)
             while f is not None and f.n >= 4 and abs(z[f.i + 1] - z[f.i]) <= tol:
-                g = Flight(t, P, f.i + 1, f.j, tol)
+                g = Flight(t, P, f.i + 1, f.j, tol, jitter)
                 f = g if g.ok else None
             if f is None:
-                f = _fit_flight(t, P, a, b, tol)
+                f = _fit_flight(t, P, a, b, tol, jitter)
         if f is not None:
             # it took off from a support when what it leaves out is the clip's start or more than
             # the one sample a bounce cut
@@ -305,29 +316,27 @@ def _line_hit(ta: float, da: float, tb: float, db: float, level: float) -> float
     return ta + (level - da) * (tb - ta) / (db - da)
 
 
-def _between(t: np.ndarray, d: np.ndarray, k: int, reach: float) -> float | None:
-    """The time of a collision between samples around the separation minimum k, or None: sample k
-    lies on the approach (the contact is after it) or on the retreat (before it); for each the
-    approach and retreat lines (through two samples each where there are two, else the retreat line
-    alone) must meet the contact distance inside the gap, at about one time (an impact is brief)."""
+def _between(t: np.ndarray, d: np.ndarray, k: int, reach: float, tol: float) -> float | None:
+    """The time of a collision inside the gap between samples k and k + 1 (neither in contact), or
+    None: the approach line (samples k − 1, k, closing) and the retreat line (k + 1, k + 2, opening)
+    must both reach the contact distance inside the gap — a line is extrapolated, and a body may
+    speed up on the way in, so each hit may fall up to a gap outside and is clamped into it — at
+    about one time (an impact is brief: within half the gap). At the clip's ends one line alone
+    must hit strictly inside the gap."""
     n = t.size
-    best = None
-    for on_retreat in (True, False):
-        lo, hi = (k - 1, k) if on_retreat else (k, k + 1)
-        appr = (lo - 1, lo) if lo - 1 >= 0 else None
-        retr = (hi, hi + 1) if hi + 1 < n else None
-        # (a line is extrapolated, and a body may speed up on the way in: each hit is clamped into
-        # the gap; a single line cannot be checked against another and counts as half a gap off)
-        gap = t[hi] - t[lo]
-        hits = [_line_hit(t[pq[0]], d[pq[0]], t[pq[1]], d[pq[1]], reach) for pq in (appr, retr) if pq is not None]
-        hits = [x for x in hits if x is not None and t[lo] - gap <= x <= t[hi] + gap]
-        if not hits:
-            continue
-        hits = [_clamp(x, t[lo], t[hi], x) for x in hits]
-        spread = max(hits) - min(hits) if len(hits) == 2 else 0.5 * gap
-        if spread <= 0.5 * gap + 1e-9 and (best is None or spread < best[0]):
-            best = (spread, float(np.mean(hits)))
-    return None if best is None else best[1]
+    lo, hi = k, k + 1
+    gap = t[hi] - t[lo]
+    appr = (lo - 1, lo) if lo >= 1 and d[lo] < d[lo - 1] - tol else None
+    retr = (hi, hi + 1) if hi + 1 < n and d[hi + 1] > d[hi] + tol else None
+    if (appr is None and lo >= 1) or (retr is None and hi + 1 < n) or (appr is None and retr is None):
+        return None
+    hits = [_line_hit(t[p], d[p], t[q], d[q], reach) for p, q in (x for x in (appr, retr) if x is not None)]
+    if any(x is None or not (t[lo] - gap <= x <= t[hi] + gap) for x in hits):
+        return None
+    if len(hits) == 1:
+        return hits[0] if t[lo] < hits[0] < t[hi] else None
+    hits = [_clamp(x, t[lo], t[hi], x) for x in hits]
+    return float(np.mean(hits)) if max(hits) - min(hits) <= 0.5 * gap + 1e-9 else None
 
 
 def _pair(oa: ObjectInfo, ob: ObjectInfo, t: np.ndarray, d: np.ndarray, tol: float) -> list[Transition]:
@@ -356,14 +365,15 @@ def _pair(oa: ObjectInfo, ob: ObjectInfo, t: np.ndarray, d: np.ndarray, tol: flo
                 ev("contact_break", t_out)
             k = m + 1
             continue
-        if 1 <= k < n - 1 and not touch[k] and d[k] < d[k - 1] - tol and d[k] < d[k + 1] - tol:
-            # approach then retreat with no sample in contact: a collision between two samples when
-            # the approach line reaches the contact distance before the retreat line leaves it
-            t_c = _between(t, d, k, reach)
+        if k < n - 1 and not touch[k] and not touch[k + 1]:
+            # approach then retreat with no sample in contact: a collision between two samples
+            t_c = _between(t, d, k, reach, tol)
             if t_c is not None:
                 ev("contact_init", t_c)
                 ev("elastic_rebound", t_c)
                 ev("contact_break", t_c)
+                k += 2
+                continue
         k += 1
     return out
 
@@ -375,13 +385,14 @@ def detect_transitions(case: EvalCase, tracks: ObjectTracks) -> list[Transition]
     out: list[Transition] = []
     objs = [o for o in case.objects if o.id in tracks.positions]
     tols: dict[str, float] = {}
+    jitter = 0.5 / case.gt_fps if case.gt_fps else 0.0
     for o in objs:
         P = np.asarray(tracks.positions[o.id], float)
         ok = np.all(np.isfinite(P), axis=1)
         if ok.sum() < 3:
             continue
         tols[o.id] = position_tolerance(case, P[ok])
-        out += _body(o, t_all[ok], P[ok], tols[o.id])
+        out += _body(o, t_all[ok], P[ok], tols[o.id], jitter)
     for a in range(len(objs)):
         for b in range(a + 1, len(objs)):
             oa, ob = objs[a], objs[b]

@@ -48,6 +48,7 @@ V_EPS = 0.05    # m/s: below this a body counts as at rest
 H_RATIO = 0.2   # horizontal over vertical acceleration below which a flight is ballistic
 PIX_TOL = 2.0   # px: how far a located centre may be from the true one (segmentation noise)
 TOL_FALLBACK = 0.005   # m: the position tolerance without a camera
+JITTER_FRAMES = 0.5   # frames: how early or late an answer frame may show its content (flight fits' second try)
 KINK_DEG = 8.0  # °: a bend of the path at least this sharp between straight stretches is a change of surface
 
 
@@ -146,17 +147,22 @@ class Flight:
         return self.t0 + float(r[-1] if last else r[0])
 
 
-def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter: float) -> Flight | None:
+def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter: float,
+                floor_z: float) -> Flight | None:
     """The ballistic flight among samples a … b: the longest run ending at b (or at b − 1: a bounce
-    may come just before the cut sample) that a parabola fits. What it leaves out at the start is
-    how the body moved before it flew (on a support, a ramp; or the cut sample belongs to the
-    flight before)."""
-    for i in range(a, b - 1):
-        for j in (b, b - 1):
-            if j - i + 1 >= 3:
-                f = Flight(t, P, i, j, tol, jitter)
-                if f.ok:
-                    return f
+    may come just before the cut sample) that a parabola fits, and whose parabola stays above the
+    floor at its samples (a body does not fly through the floor). What it leaves out at the start
+    is how the body moved before it flew (on a support, a ramp; or the cut sample belongs to the
+    flight before). Tried first with exact frame times, then allowing `jitter` (an answer whose
+    frames show their content a little early or late, e.g. re-timed): the slack would otherwise
+    let a flight swallow the sample before a take-off or after a bounce."""
+    for jit in ((0.0, jitter) if jitter > 0 else (0.0,)):
+        for i in range(a, b - 1):
+            for j in (b, b - 1):
+                if j - i + 1 >= 3:
+                    f = Flight(t, P, i, j, tol, jit)
+                    if f.ok and np.all(np.polyval(f.cz, t[i:j + 1] - f.t0) >= floor_z - tol):
+                        return f
     return None
 
 
@@ -203,7 +209,7 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
     bounds = sorted(set([0, n - 1] + cuts))
     flights: list[Flight] = []
     for a, b in zip(bounds[:-1], bounds[1:]):
-        f = _fit_flight(t, P, a, b, tol, jitter)
+        f = _fit_flight(t, P, a, b, tol, jitter, h)
         if f is not None and f.i > a:
             # it flew off a support: a level first interval is still the support (the body rolls to
             # the edge, a parabola through both samples would put its vertex between them)
@@ -211,7 +217,7 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
                 g = Flight(t, P, f.i + 1, f.j, tol, jitter)
                 f = g if g.ok else None
             if f is None:
-                f = _fit_flight(t, P, a, b, tol, jitter)
+                f = _fit_flight(t, P, a, b, tol, jitter, h)
         if f is not None:
             # it took off from a support when what it leaves out is the clip's start or more than
             # the one sample a bounce cut
@@ -385,7 +391,7 @@ def detect_transitions(case: EvalCase, tracks: ObjectTracks) -> list[Transition]
     out: list[Transition] = []
     objs = [o for o in case.objects if o.id in tracks.positions]
     tols: dict[str, float] = {}
-    jitter = 0.5 / case.gt_fps if case.gt_fps else 0.0
+    jitter = JITTER_FRAMES / case.gt_fps if case.gt_fps else 0.0
     for o in objs:
         P = np.asarray(tracks.positions[o.id], float)
         ok = np.all(np.isfinite(P), axis=1)

@@ -149,20 +149,20 @@ class Flight:
 
 def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter: float,
                 floor_z: float) -> Flight | None:
-    """The ballistic flight among samples a … b: the longest run ending at b (or at b − 1: a bounce
-    may come just before the cut sample) that a parabola fits, and whose parabola stays above the
-    floor at its samples (a body does not fly through the floor). What it leaves out at the start
-    is how the body moved before it flew (on a support, a ramp; or the cut sample belongs to the
-    flight before). Tried first with exact frame times, then allowing `jitter` (an answer whose
+    """The ballistic flight among samples a … b: the longest run of them (the earliest of equal
+    length) that a parabola fits, and whose parabola stays above the floor at its samples (a body
+    does not fly through the floor). What it leaves out at the start is how the body moved before
+    it flew (on a support, a ramp; or the cut sample belongs to the flight before); at the end, a
+    bounce just before the cut sample, or an answer that froze. Tried first with exact frame times, then allowing `jitter` (an answer whose
     frames show their content a little early or late, e.g. re-timed): the slack would otherwise
     let a flight swallow the sample before a take-off or after a bounce."""
     for jit in ((0.0, jitter) if jitter > 0 else (0.0,)):
-        for i in range(a, b - 1):
-            for j in (b, b - 1):
-                if j - i + 1 >= 3:
-                    f = Flight(t, P, i, j, tol, jit)
-                    if f.ok and np.all(np.polyval(f.cz, t[i:j + 1] - f.t0) >= floor_z - tol):
-                        return f
+        for length in range(b - a + 1, 2, -1):
+            for i in range(a, b - length + 2):
+                j = i + length - 1
+                f = Flight(t, P, i, j, tol, jit)
+                if f.ok and np.all(np.polyval(f.cz, t[i:j + 1] - f.t0) >= floor_z - tol):
+                    return f
     return None
 
 
@@ -219,9 +219,9 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
             if f is None:
                 f = _fit_flight(t, P, a, b, tol, jitter, h)
         if f is not None:
-            # it took off from a support when what it leaves out is the clip's start or more than
-            # the one sample a bounce cut
-            f.level_before = f.i > a and (a == 0 or f.i - a >= 2)
+            # it took off from a support when it leaves out two samples or more before it (a
+            # bounce cuts one), or the clip's first sample resting or moving level
+            f.level_before = f.i - a >= 2 or (f.i - a == 1 and a == 0 and abs(z[1] - z[0]) <= tol)
             flights.append(f)
     landings: list[float] = []       # times of the landings detected so far
     for f in flights:
@@ -303,7 +303,10 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
                 ev("static_breakaway", _from_rest(t[k], t[k + 1], t[k + 2], sb, sc))
             else:
                 ev("static_breakaway", t[k])
-        if not still[k - 1] and still[k] and not in_flight[k - 1] and not in_flight[k]:
+        # an arrest decelerates into the rest (friction); a body that stops dead from full speed is
+        # a frozen answer, not an arrest
+        slowing = k >= 2 and step[k - 1] / (t[k] - t[k - 1]) < step[k - 2] / (t[k - 1] - t[k - 2])
+        if not still[k - 1] and still[k] and not in_flight[k - 1] and not in_flight[k] and slowing:
             # mirrored: distances to the rest position, decelerating to it
             sb = np.linalg.norm(P[k] - P[k - 1])
             sc = np.linalg.norm(P[k] - P[k - 2]) if k >= 2 else 2 * sb

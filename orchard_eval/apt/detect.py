@@ -355,9 +355,9 @@ def _pair(oa: ObjectInfo, ob: ObjectInfo, t: np.ndarray, d: np.ndarray, tol: flo
     touch = d <= reach + tol
     pair = (oa.id, ob.id)
     ev = lambda typ, tt: out.append(Transition(typ, float(tt), pair))  # noqa: E731
-    k = 1
+    k = 0
     while k < n:
-        if touch[k] and not touch[k - 1]:
+        if k >= 1 and touch[k] and not touch[k - 1]:
             # the contact run k … m
             m = k
             while m + 1 < n and touch[m + 1]:

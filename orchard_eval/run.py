@@ -298,6 +298,8 @@ class Scorer:
         # repeat a file are scored once per process; the values are those a fresh computation gives
         self._objective_cache: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._segmentations: OrderedDict[Any, list] = OrderedDict()
+        # case id -> the segmentation of its GT frame 0, for answers that start on it (transitions)
+        self._frame0: dict[str, Any] = {}
 
     def base_record(self, case: EvalCase, subtrack: str, rollout: int) -> dict[str, Any]:
         return {"record_version": RECORD_VERSION, "case_id": case.case_id, "subtrack": subtrack, "rollout": rollout,
@@ -362,7 +364,7 @@ class Scorer:
         """The transition score from the metrics' own segmentations; a failure is a note, never the
         response's error (the paper's score does not depend on it)."""
         try:
-            tr, note = score_answer(case, pk, res.segmentations, self.segmenter, self.rule)
+            tr, note = score_answer(case, pk, res.segmentations, self.segmenter, self.rule, self._frame0)
         except Exception as exc:  # noqa: BLE001
             tr, note = None, f"transition score failed: {type(exc).__name__}: {exc}"
         if note:

@@ -4,7 +4,8 @@ summary and the tables' "Trans." column).
 Per response: the answer's object tracks come from the segmentations the Deduction metrics already
 computed at the timestamps T_c (`ObjectiveResult.segmentations`) plus one more, the answer's own
 frame 0 at t = 0 (a motion that starts at t = 0 — a breakaway, a launch — has no "before" without
-it), so the run's cost grows by one segmented frame per answer. `detect.detect_transitions` reads
+it), so the run's cost grows by one segmented frame per answer at most (per case when the answers
+start on the condition frame, see `_frame0_segmentation`). `detect.detect_transitions` reads
 the chain off those tracks and `matching.match_chains` scores it against the case's events.json on
 body ids (fixtures are not tracked): same type, same bodies, within ±200 ms, one-to-one.
 
@@ -27,20 +28,35 @@ from .matching import Counts, match_chains
 log = logging.getLogger("orchard_eval")
 
 TRANSITION_F1 = "transition_f1"   # the objective key under which a fused run feeds F1 to the Deduction rubric
+SAME_FRAME_DB = 35.0   # an answer frame 0 this close (PSNR) to the GT frame 0 shows the same scene
 
 
-def _frame0_segmentation(case: EvalCase, packet, segmenter):
+def _frame0_segmentation(case: EvalCase, packet, segmenter, cache: dict | None = None):
     """The answer's own frame 0 segmented in the metrics' context (at t = 0, beside the GT frame 0);
-    None when the packet carries no frame 0."""
+    None when the packet carries no frame 0. Most answers start on the condition frame they were
+    given: a frame 0 within SAME_FRAME_DB of the GT frame 0 shows the same scene, and the GT frame
+    0's segmentation (made once per case and kept in `cache`) stands for it — that is the one
+    segmentation the transition score adds to a run, paid once per case instead of per answer."""
     if packet.condition_frame is None:
         return None
     from ..canonical import gt_deduction
+    from ..metrics import psnr
     from ..objective import deduction_context
 
+    gt0 = gt_deduction(case, [0.0]).frames[0]
+    same = gt0 is not None and gt0.shape == packet.condition_frame.shape and psnr(packet.condition_frame, gt0) >= SAME_FRAME_DB
+    if same and cache is not None and case.case_id in cache:
+        return cache[case.case_id]
+    frame = gt0 if same else packet.condition_frame
     ctx = deduction_context(case, packet.frames, packet.condition_frame, packet.source_size)
     ctx.time = 0.0
-    ctx.gt_frame = gt_deduction(case, [0.0]).frames[0]
-    return segmenter.segment(packet.condition_frame, ctx)
+    ctx.gt_frame = gt0
+    s = segmenter.segment(frame, ctx)
+    if same and cache is not None:
+        if len(cache) > 64:
+            cache.clear()
+        cache[case.case_id] = s
+    return s
 
 
 def sample_times(case: EvalCase, packet, rule: str = "paper") -> list[float]:
@@ -57,8 +73,8 @@ def sample_times(case: EvalCase, packet, rule: str = "paper") -> list[float]:
             for j, t in zip(idx, packet.times)]
 
 
-def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segmenter, rule: str = "paper"
-                 ) -> tuple[dict[str, Any] | None, str | None]:
+def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segmenter, rule: str = "paper",
+                 frame0_cache: dict | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(the record's `transitions` object, None) or (None, the reason it is not applicable)."""
     from ..tracks import tracks_from_segmentations
 
@@ -71,7 +87,7 @@ def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segment
         return None, f"transition score not applicable: {len(segs)} segmentations for {len(times)} timestamps"
     if not times or min(times) > 0:
         try:
-            s0 = _frame0_segmentation(case, packet, segmenter)
+            s0 = _frame0_segmentation(case, packet, segmenter, frame0_cache)
         except Exception as exc:  # noqa: BLE001 - one unsegmentable frame 0 costs only the t = 0 sample
             log.info("%s: frame 0 not segmented for the transition score: %s", case.case_id, exc)
             s0 = None

@@ -15,23 +15,33 @@ from geometry and the camera:
 
 Rules:
 
-* gravity — a *flight* is a run of samples between floor contacts that a parabola fits (downward
-  acceleration ≥ A_MIN, horizontal acceleration below H_RATIO of it, residuals within the
-  tolerance). `projectile_apex`: the vertex of a flight's parabola, when it lies inside the flight
-  and the flight has at least four samples (three points fit any curve: the top of a circle looks
-  like an apex at three samples, not at four) or three that rise from a detected landing. `landing` (+ `elastic_rebound` when it rises again,
-  `settling` when it stays down and still for two samples or more): a flight that reaches the floor, at the time its
-  parabola meets the floor. `free_fall_onset`: a flight that starts at t = 0, or after the body was
-  supported and still (then also `contact_break` with the support), at the parabola's vertex.
+* gravity — a *flight* is the longest run of samples between floor contacts (and local minima of
+  the height: a bounce between samples) that a parabola fits: downward acceleration ≥ A_MIN,
+  horizontal acceleration ≤ H_RATIO of it, residuals within 1.5 tolerances (first with exact frame
+  times, then with JITTER_FRAMES of timing slack: re-timed answers), the parabola above the floor
+  at its samples; one repeated frame (a stutter) may be left out; it may end early only where the
+  body stops moving (a frozen answer). `projectile_apex`: the vertex of a flight's parabola when it
+  lies inside the flight and the flight has at least four samples (three points fit any curve:
+  the top of a loop looks like an apex at three samples) or three that rise from a detected
+  landing. `landing` (+ `elastic_rebound` when it rises again, `settling` when it stays down and
+  still for two samples or more): where the parabola meets the floor. `free_fall_onset`: a flight
+  that starts at t = 0, or that takes off from a support (two samples or more left out before it,
+  or a level start), then also `contact_break`: at the vertex off a level support, at the
+  flight's first sample off a slope.
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
   distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
-  retreat after the contact; `inelastic_capture`: they stay in contact to the end.
+  retreat after the contact; `inelastic_capture`: they stay in contact to the end; a collision
+  inside a gap (no sample in contact) when the closing and opening lines either side reach the
+  contact distance inside it at about one time.
 * surfaces — `surface_transition`: off flight, the path turns by KINK_DEG–90° at a sample into a
   straight stretch (two intervals on one line: the floor after a ramp; a curved track turns at
   every sample and has no straight stretch).
-* friction — `static_breakaway`: a body that was still (or starts from rest at t = 0: its motion
-  grows as t², not t) moves off without flying; `sliding_arrest`: the reverse. Neither is reported
-  beside a contact or a flight of the same body (a struck body's start is the contact's).
+* friction — `static_breakaway`: a body that was still moves off without flying, or one that starts
+  from rest at t = 0 (its distance grows as t², not t) along a straight line (a body released on a
+  curved track swings); `sliding_arrest`: a moving body decelerates into a rest (one that stops
+  dead is a frozen answer). A single still interval between opposite motions is a turning point.
+  Neither, nor a surface transition, is reported beside a contact, landing or onset of the same
+  body (a struck body's start is the contact's).
 
 Fixtures (the floor, ramps, tables, tracks) are not tracked; detected transitions name the bodies
 only, and the score compares chains on their body ids (see `bodies_only`).

@@ -57,7 +57,8 @@ def ceiling(cases) -> None:
         if not c.events or tr is None:
             continue
         ts = np.unique(np.round(np.array([0.0] + [float(t) for t in c.timestamps]) * c.gt_fps)) / c.gt_fps
-        rows.append((_f1(c, detect_transitions(c, _sampled(tr, ts))), _f1(c, detect_transitions(c, _sampled(tr, tr.times)))))
+        rows.append((_f1(c, detect_transitions(c, _sampled(tr, ts))),
+                     _f1(c, detect_transitions(c, _sampled(tr, tr.times)))))
     if rows:
         a = np.array(rows)
         print(f"GT tracks, {len(rows)} cases with events: sampled as the run samples: mean F1 {a[:, 0].mean():.3f}, "
@@ -151,7 +152,8 @@ def main() -> None:
     ap.add_argument("dataset")
     ap.add_argument("--per-task", type=int, default=None)
     ap.add_argument("--kinds", default="oracle,static,blank")
-    ap.add_argument("--pred", help="score this prediction directory (as --kinds' single kind) instead of writing baselines")
+    ap.add_argument("--pred", help="score this prediction directory (as --kinds' single kind) instead of "
+                                   "writing baselines")
     ap.add_argument("--fidelity", metavar="FW_WORK")
     ap.add_argument("--gt-only", action="store_true", help="only the detector's ceiling on GT tracks")
     a = ap.parse_args()

@@ -57,10 +57,11 @@ def tracks_from_segmentations(case: EvalCase, segmentations: Sequence, times: Se
 
 def answer_tracks(case: EvalCase, packet: DeductionPacket, segmenter: Segmenter | None = None
                   ) -> ObjectTracks | None:
-    """Positions/velocities (world frame, metres, m/s) of every case object at `packet.times` (and t = 0 from the answer's frame 0 when the packet carries it),
-    estimated from the answer frames; NaN where an object was not located. None when the case has
-    no camera or GT tracks (no motion plane to back-project onto), the packet is not a video or
-    fewer than three frames were delivered."""
+    """Positions/velocities (world frame, metres, m/s) of every case object at `packet.times` (and
+    t = 0 from the answer's frame 0 when the packet carries it), estimated from the answer frames;
+    NaN where an object was not located. None when the case has no camera or GT tracks (no motion
+    plane to back-project onto), the packet is not a video or fewer than three frames were
+    delivered."""
     from .objective import answer_segmentations
 
     if packet.protocol != "video" or case.object_tracks() is None or case.intrinsic is None or case.extrinsic is None:

@@ -44,7 +44,8 @@ def _frame0_segmentation(case: EvalCase, packet, segmenter, cache: dict | None =
     from ..objective import deduction_context
 
     gt0 = gt_deduction(case, [0.0]).frames[0]
-    same = gt0 is not None and gt0.shape == packet.condition_frame.shape and psnr(packet.condition_frame, gt0) >= SAME_FRAME_DB
+    same = (gt0 is not None and gt0.shape == packet.condition_frame.shape
+            and psnr(packet.condition_frame, gt0) >= SAME_FRAME_DB)
     if same and cache is not None and case.case_id in cache:
         return cache[case.case_id]
     frame = gt0 if same else packet.condition_frame

@@ -19,8 +19,8 @@ Rules:
   the height: a bounce between samples) that a parabola fits: downward acceleration ≥ A_MIN,
   horizontal acceleration ≤ H_RATIO of it, residuals within 1.5 tolerances (first with exact frame
   times, then with JITTER_FRAMES of timing slack: re-timed answers), the parabola above the floor
-  at its samples; one repeated frame (a stutter) may be left out; it may end early only where the
-  body stops moving (a frozen answer). `projectile_apex`: the vertex of a flight's parabola when it
+  at its samples; one repeated frame (a stutter) may be left out, and samples before it (a
+  support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay out of it. `projectile_apex`: the vertex of a flight's parabola when it
   lies inside the flight and the flight has at least four samples (three points fit any curve:
   the top of a loop looks like an apex at three samples) or three that rise from a detected
   landing. `landing` (+ `elastic_rebound` when it rises again, `settling` when it stays down and
@@ -163,9 +163,10 @@ def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter
     length) that a parabola fits, and whose parabola stays above the floor at its samples (a body
     does not fly through the floor). What it leaves out at the start is how the body moved before
     it flew (on a support, a ramp; or the cut sample belongs to the flight before); at the end, a
-    bounce just before the cut sample, or an answer that froze. Tried first with exact frame times, then allowing `jitter` (an answer whose
-    frames show their content a little early or late, e.g. re-timed): the slack would otherwise
-    let a flight swallow the sample before a take-off or after a bounce."""
+    bounce just before the cut sample, or an answer that froze. Tried first with exact frame
+    times, then allowing `jitter` (an answer whose frames show their content a little early or
+    late, e.g. re-timed): the slack would otherwise let a flight swallow the sample before a
+    take-off or after a bounce."""
     for jit in ((0.0, jitter) if jitter > 0 else (0.0,)):
         for length in range(b - a + 1, 2, -1):
             for i in range(a, b - length + 2):

@@ -316,7 +316,9 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
                 ev("static_breakaway", t[k])
         # an arrest decelerates into the rest (friction); a body that stops dead from full speed is
         # a frozen answer, not an arrest
-        slowing = k >= 2 and step[k - 1] / (t[k] - t[k - 1]) < step[k - 2] / (t[k - 1] - t[k - 2])
+        # (from the first interval there is no earlier speed to compare: a body launched at t = 0
+        # that comes to rest by the next sample)
+        slowing = k < 2 or step[k - 1] / (t[k] - t[k - 1]) < step[k - 2] / (t[k - 1] - t[k - 2])
         if not still[k - 1] and still[k] and not in_flight[k - 1] and not in_flight[k] and slowing:
             # mirrored: distances to the rest position, decelerating to it
             sb = np.linalg.norm(P[k] - P[k - 1])

@@ -1,15 +1,28 @@
-"""Transition score calibration: detected vs GT event chains on a strided subset of a dataset.
+"""Calibration of the Deduction transition score (docs/apt.md), measured and printed.
 
-    PYTHONPATH=$PWD python3 benchmarks/bench_transitions.py DATASET [--pred PRED_DIR] [--step N] [--offset K]
+    PYTHONPATH=$PWD python3 benchmarks/bench_transitions.py DATASET [--per-task N] [--kinds oracle,static,blank]
+        [--pred PRED_DIR] [--fidelity FW_WORK] [--gt-only]
 
-Without --pred the detector runs on each case's GT analytic tracks (the detector's own ceiling);
-with --pred it runs on `answer_tracks` of each case's deduction rollout_01.mp4 (the oracle when PRED_DIR
-holds the GT videos). Prints per-case F1, seconds per case, and the mean F1 and the share ≥ 0.95.
-Objects are compared on body ids only (fixtures are not tracked; see orchard_eval.apt.detect).
+Cases: every case of DATASET, or `--per-task N` per task (the fidelity benchmark's reproducible
+draw, `fidelity.bench.select_cases`). Three measurements:
+
+1. the detector's ceiling on each case's GT analytic tracks, sampled as the run samples an answer
+   (the frames at T_c plus frame 0, at their own times) and at every GT frame;
+2. baseline answers (`--kinds`, written for the chosen cases into a temporary directory, or
+   `--pred` for an existing prediction directory) scored by the run's own code path
+   (`run.Scorer`: the Deduction metrics, then the transition score from their segmentations),
+   rollout 0: F1 per case, the mean over cases with events, the minimum, and the seconds per
+   response; targets: oracle ≥ 0.95 on every case with events, static and blank ≤ 0.2 (mean);
+3. with `--fidelity FW_WORK` (a `bench_fidelity.py` work directory: answers/, counterfactual/): the
+   re-timed and counterfactual Deduction answers, reported F1 against the F1 of the events the
+   answer truly shows (re-timed: the case's events at t / speed that fall inside the clip;
+   counterfactual: its own build's events.json), both scored against the case's events; target:
+   mean |reported − true| ≤ 0.05.
 """
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,40 +30,160 @@ import numpy as np
 
 from orchard_eval.apt.detect import bodies_only, detect_transitions
 from orchard_eval.apt.matching import match_chains
-from orchard_eval.cases import load_dataset
+from orchard_eval.apt.taxonomy import Transition
+from orchard_eval.cases import ObjectTracks, load_dataset
+
+FIDELITY = {"ded/retime_0.7x": ("speed", 0.7), "ded/retime_1.4x": ("speed", 1.4), "ded/cf_gravity": "gravity",
+            "ded/cf_velocity": "velocity", "ded/cf_restitution": "restitution", "ded/cf_friction": "friction",
+            "ded/cf_mass": "mass", "ded/cf_start": "start"}
+
+
+def _f1(case, chain) -> float:
+    ids = [o.id for o in case.objects]
+    return match_chains(bodies_only(chain, ids), bodies_only(case.events, ids), match_objects=True).overall.f1
+
+
+def _sampled(tr: ObjectTracks, ts: np.ndarray) -> ObjectTracks:
+    P = {k: np.stack([np.interp(ts, tr.times, v[:, d]) for d in range(3)], 1) for k, v in tr.positions.items()}
+    V = {k: np.stack([np.gradient(P[k][:, d], ts) for d in range(3)], 1) for k in P}
+    return ObjectTracks(ts, P, V)
+
+
+def ceiling(cases) -> None:
+    """The detector on GT tracks, sampled as the run samples (frame times of T_c and 0) and dense."""
+    rows = []
+    for c in cases:
+        tr = c.object_tracks()
+        if not c.events or tr is None:
+            continue
+        ts = np.unique(np.round(np.array([0.0] + [float(t) for t in c.timestamps]) * c.gt_fps)) / c.gt_fps
+        rows.append((_f1(c, detect_transitions(c, _sampled(tr, ts))),
+                     _f1(c, detect_transitions(c, _sampled(tr, tr.times)))))
+    if rows:
+        a = np.array(rows)
+        print(f"GT tracks, {len(rows)} cases with events: sampled as the run samples: mean F1 {a[:, 0].mean():.3f}, "
+              f"≥ 0.95 on {int((a[:, 0] >= 0.95).sum())}; every GT frame: mean F1 {a[:, 1].mean():.3f}, "
+              f"≥ 0.95 on {int((a[:, 1] >= 0.95).sum())}", flush=True)
+
+
+def score_dir(dataset: str, pred: str, ids: list[str], label: str, verbose: bool = True) -> dict[str, dict]:
+    """Rollout 0 of every chosen case through the run's Scorer; case id -> its record."""
+    from orchard_eval.run import build_scorer
+
+    sc = build_scorer(dataset, pred, "none", None, "paper", "classical", case_ids=ids)
+    out = {}
+    for cid in ids:
+        t0 = time.perf_counter()
+        rec = sc.score(cid, "deduction", 0)
+        rec["_s"] = time.perf_counter() - t0
+        out[cid] = rec
+        tr = rec.get("transitions")
+        if verbose:
+            f1 = "n/a" if tr is None else f"{tr['f1']:.3f} ({tr['tp']}/{tr['n_pred']} pred, {tr['n_gt']} GT)"
+            print(f"  {label} {cid}: F1 {f1}  {rec['_s']:.1f} s", flush=True)
+    return out
+
+
+def baseline_report(kind: str, recs: dict[str, dict], cases: dict) -> bool:
+    f1 = {cid: r["transitions"]["f1"] for cid, r in recs.items() if r.get("transitions") and cases[cid].events}
+    na = [cid for cid, r in recs.items() if cases[cid].events and not r.get("transitions")]
+    secs = [r["_s"] for r in recs.values()]
+    vals = np.array(list(f1.values()) + [0.0] * len(na))
+    if not vals.size:
+        print(f"{kind}: no case with events")
+        return False
+    ok = bool(vals.min() >= 0.95) if kind == "oracle" else bool(vals.mean() <= 0.2)
+    target = "every case ≥ 0.95" if kind == "oracle" else "mean ≤ 0.2"
+    print(f"{kind}: {vals.size} cases with events: mean F1 {vals.mean():.3f}, min {vals.min():.3f}, "
+          f"≥ 0.95 on {int((vals >= 0.95).sum())}; not scored {len(na)}; {np.mean(secs):.2f} s per response "
+          f"(metrics + transitions); target {target}: {'PASS' if ok else 'FAIL'}", flush=True)
+    if kind == "oracle":
+        for cid, v in sorted(f1.items()):
+            if v < 0.95:
+                tr = recs[cid]["transitions"]
+                print(f"    {cid}: F1 {v:.3f}; detected {[(d['type'], d['t']) for d in tr['detected']]}; GT "
+                      f"{[(e.type, round(e.t, 3)) for e in cases[cid].events]}")
+    return ok
+
+
+def true_events(case, family: str, work: Path) -> list[Transition] | None:
+    spec = FIDELITY[family]
+    if isinstance(spec, tuple):
+        s = spec[1]
+        return [Transition(e.type, e.t / s, e.objects) for e in case.events if e.t / s <= case.physics_duration + 1e-9]
+    from orchard_eval.fidelity.counterfactual import load_variant_case
+
+    v = load_variant_case(work / "counterfactual", spec, case)
+    return None if v is None or v.events is None else list(v.events)
+
+
+def fidelity(dataset: str, work: Path, ids: list[str], cases: dict) -> None:
+    from orchard_eval.fidelity.bench import _slug
+
+    diffs = []
+    for fam in FIDELITY:
+        root = work / "answers" / _slug(fam)
+        if not root.is_dir():
+            print(f"{fam}: no answers under {root}")
+            continue
+        have = [cid for cid in ids if cases[cid].events and (root / "cases" / cid / "deduction").is_dir()]
+        recs = score_dir(dataset, str(root), have, fam, verbose=False)
+        rows = []
+        for cid in have:
+            tr, te = recs[cid].get("transitions"), true_events(cases[cid], fam, work)
+            if te is None:
+                continue
+            reported = 0.0 if tr is None else tr["f1"]
+            rows.append((cid, reported, _f1(cases[cid], te)))
+        d = [abs(a - b) for _, a, b in rows]
+        diffs += d
+        worst = max(rows, key=lambda r: abs(r[1] - r[2])) if rows else None
+        print(f"{fam}: {len(rows)} answers: mean reported F1 {np.mean([r[1] for r in rows]):.3f}, true "
+              f"{np.mean([r[2] for r in rows]):.3f}, mean |Δ| {np.mean(d):.3f}"
+              + (f"; worst {worst[0]} {worst[1]:.2f} vs {worst[2]:.2f}" if worst else ""), flush=True)
+    if diffs:
+        ok = float(np.mean(diffs)) <= 0.05
+        print(f"fidelity: {len(diffs)} answers, mean |reported − true| {np.mean(diffs):.3f}; target ≤ 0.05: "
+              f"{'PASS' if ok else 'FAIL'}")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dataset")
-    ap.add_argument("--pred")
-    ap.add_argument("--step", type=int, default=10)
-    ap.add_argument("--offset", type=int, default=0)
+    ap.add_argument("--per-task", type=int, default=None)
+    ap.add_argument("--kinds", default="oracle,static,blank")
+    ap.add_argument("--pred", help="score this prediction directory (as --kinds' single kind) instead of "
+                                   "writing baselines")
+    ap.add_argument("--fidelity", metavar="FW_WORK")
+    ap.add_argument("--gt-only", action="store_true", help="only the detector's ceiling on GT tracks")
     a = ap.parse_args()
-    cases = sorted(load_dataset(a.dataset), key=lambda c: c.case_id)[a.offset::a.step]
-    f1s = []
-    for c in cases:
-        if c.events is None:
-            continue
-        t0 = time.perf_counter()
-        if a.pred:
-            from orchard_eval.run import decode_deduction
-            from orchard_eval.tracks import answer_tracks
+    ds = load_dataset(a.dataset)
+    if a.per_task:
+        from orchard_eval.fidelity.bench import select_cases
 
-            _, dense = decode_deduction(c, Path(a.pred) / "cases" / c.case_id / "deduction" / "rollout_01.mp4")
-            tracks = answer_tracks(c, dense) if dense is not None else None
-        else:
-            tracks = c.object_tracks()
-        if tracks is None:
-            print(f"{c.case_id}: no tracks")
-            continue
-        ids = [o.id for o in c.objects]
-        r = match_chains(bodies_only(detect_transitions(c, tracks), ids), bodies_only(c.events, ids),
-                         match_objects=True)
-        f1s.append(r.overall.f1)
-        print(f"{c.case_id}: F1 {r.overall.f1:.3f}  {time.perf_counter() - t0:.1f} s", flush=True)
-    if f1s:
-        print(f"{len(f1s)} cases: mean F1 {np.mean(f1s):.3f}, ≥ 0.95 on {sum(f >= 0.95 for f in f1s)}")
+        ids = select_cases(ds, a.per_task)
+    else:
+        ids = sorted(ds.cases)
+    cases = {cid: ds.cases[cid] for cid in ids}
+    print(f"{len(ids)} cases ({'all' if not a.per_task else f'{a.per_task} per task'}), "
+          f"{sum(1 for c in cases.values() if c.events)} with events", flush=True)
+    ceiling(cases.values())
+    if a.gt_only:
+        return
+    kinds = [k for k in a.kinds.split(",") if k]
+    if a.pred:
+        baseline_report(kinds[0], score_dir(a.dataset, a.pred, ids, kinds[0]), cases)
+    else:
+        from orchard_eval.baselines import write_baseline
+
+        sub = load_dataset(a.dataset, case_ids=ids)
+        with tempfile.TemporaryDirectory(prefix="bench_trans_") as tmp:
+            for k in kinds:
+                out = Path(tmp) / k
+                write_baseline(k, sub, out, subtracks=("deduction",), num_rollouts=1)
+                baseline_report(k, score_dir(a.dataset, str(out), ids, k), cases)
+    if a.fidelity:
+        fidelity(a.dataset, Path(a.fidelity), ids, cases)
 
 
 if __name__ == "__main__":

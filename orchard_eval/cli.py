@@ -5,6 +5,7 @@
                           [--templates FILE|apple-pi] --out PROMPTS.jsonl
     orchard-eval run      --cases DATASET --predictions PRED_DIR --out results/<model>/
                           [--judge none|…] [--judge-option KEY=VALUE …] [--jobs N] [--rule paper|published]
+                          [--fuse-transitions]
     orchard-eval table    results/* [--out STEM]
     orchard-eval baseline --kind oracle|static|blank --cases DATASET --out PRED_DIR [--protocol video|image]
     orchard-eval report   RESULTS_DIR [RESULTS_DIR …] --out REPORT_DIR [--jobs N]
@@ -72,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="frame alignment and P-T fusion: the paper's (default) or the published code's")
     r.add_argument("--segmenter", default="classical", help="segmenter name (default classical)")
     r.add_argument("--restart", action="store_true", help="discard existing records in --out and start over")
+    r.add_argument("--fuse-transitions", action="store_true",
+                   help="let the Deduction transition F1 (Trans.) join the physics group of the Deduction score; "
+                        "off by default: the paper's score, with Trans. reported beside it (docs/apt.md)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
 
@@ -195,7 +199,7 @@ def cmd_run(a) -> int:
     opts = RunOptions(cases=a.cases, predictions=a.predictions, out=a.out, judge=a.judge,
                       judge_options=_run_judge_options(a), jobs=max(1, a.jobs), rule=a.rule,
                       segmenter=a.segmenter, progress=not a.no_progress and sys.stderr.isatty(),
-                      restart=a.restart, limit=a.limit)
+                      restart=a.restart, limit=a.limit, fuse_transitions=a.fuse_transitions)
     res = run_evaluation(opts)
     s = res.summary
     print(f"{s['model']} ({s['protocol']}, {s['mode']}): {res.n_scored} responses scored, {res.n_skipped} "

@@ -125,11 +125,16 @@ def keyframe_criteria(per_timestamp: Sequence[Mapping[str, float]], rubric: Rubr
 
 
 def fuse_deduction_keyframes(per_timestamp: Sequence[Mapping[str, float]] | None,
-                             objective: Mapping[str, float | None] | None = None) -> FusionResult:
+                             objective: Mapping[str, float | None] | None = None,
+                             rubric: Rubric | None = None) -> FusionResult:
+    """`rubric`: the keyframe rubric in use (its groups, e.g. with the transition F1 fused); the
+    averaged criteria are fused under the video rubric's criterion names."""
     from .rubrics import DEDUCTION_VIDEO
 
     judged = None if per_timestamp is None else keyframe_criteria(per_timestamp)
-    res = fuse(DEDUCTION_VIDEO, judged, objective)
+    video = DEDUCTION_VIDEO if rubric is None else Rubric(DEDUCTION_VIDEO.name, "deduction", DEDUCTION_VIDEO.criteria,
+                                                          rubric.groups)
+    res = fuse(video, judged, objective)
     res.rubric = "deduction_keyframe"
     return res
 

@@ -99,6 +99,12 @@ def _resolve_alike(case: EvalCase, where: dict, alike: list[list[str]], t: float
     return out
 
 
+def segmentation_positions(case: EvalCase, s, t: float | None) -> dict:
+    """Where each object is in one Segmentation (its fitted centre or mask centroid, None where not
+    located), look-alike identities resolved at time t as the Deduction metrics resolve them."""
+    return _resolve_alike(case, s.positions(), s.alike, t)
+
+
 def deduction_mask_ious(pred_union: Sequence[np.ndarray], gt_union: Sequence[np.ndarray],
                         hidden: Sequence[np.ndarray | None] | None = None) -> dict[str, float | None]:
     """The three Deduction IoUs of the per-timestamp object unions. `hidden`: per timestamp the

@@ -12,7 +12,8 @@ Provenance. `provenance(...)` collects what makes scores comparable: the orchard
 versions of the libraries that decode and measure (numpy, scipy, OpenCV, PyAV, Pillow), the Python
 version, the judge (name and non-secret config), the alignment/fusion rule, the segmenter, the
 dataset (path and SHA-256 of its `dataset.json`), and the prompts the predictions answered
-(`prompts`: the source submission.json's prompt_version stands for, see `prompts.prompt_source`).
+(`prompts`: the source submission.json's prompt_version stands for, see `prompts.prompt_source`),
+and whether the transition score was fused into Deduction (`fuse_transitions`).
 Resuming into a directory whose records were made under a different scoring setup (`scoring_key`) is
 refused instead of silently mixing them.
 """
@@ -35,7 +36,10 @@ Key = tuple[str, str, int]
 
 # the parts of the provenance that change scores; versions of libraries are recorded but a resumed
 # run may continue across a patch upgrade of them
-SCORING_FIELDS = ("judge", "rule", "segmenter", "dataset_sha256", "protocol", "num_rollouts")
+SCORING_FIELDS = ("judge", "rule", "segmenter", "dataset_sha256", "protocol", "num_rollouts", "fuse_transitions")
+# what a scoring field means when a record predates it (records made before the transition score
+# was fused never fused it, so they resume under a run that does not either)
+SCORING_DEFAULTS = {"fuse_transitions": False}
 
 
 class RecordLogError(RuntimeError):
@@ -89,7 +93,7 @@ def dependency_versions() -> dict[str, str | None]:
 
 def provenance(dataset_root: str | Path, judge: Mapping[str, Any], rule: str, segmenter: str,
                protocol: str | None = None, num_rollouts: int | None = None,
-               prompt_version: str | None = None) -> dict[str, Any]:
+               prompt_version: str | None = None, fuse_transitions: bool = False) -> dict[str, Any]:
     from .prompts import prompt_provenance
 
     root = Path(dataset_root)
@@ -105,11 +109,12 @@ def provenance(dataset_root: str | Path, judge: Mapping[str, Any], rule: str, se
         "protocol": protocol,
         "num_rollouts": num_rollouts,
         "prompts": prompt_provenance(prompt_version),
+        "fuse_transitions": bool(fuse_transitions),
     }
 
 
 def scoring_key(prov: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: prov.get(k) for k in SCORING_FIELDS}
+    return {k: prov.get(k, SCORING_DEFAULTS.get(k)) for k in SCORING_FIELDS}
 
 
 def _clean(x: Any) -> Any:

@@ -122,3 +122,15 @@ def rubric_for(subtrack: str, protocol: str = "video") -> Rubric:
         return RUBRICS[subtrack]
     except KeyError as exc:
         raise KeyError(f"unknown subtrack {subtrack!r}") from exc
+
+
+def with_transitions(rubric: Rubric, key: str = "transition_f1") -> Rubric:
+    """The Deduction rubric of a run that fuses the transition score (`--fuse-transitions`): the
+    transition F1 joins the physics group as one more objective member, averaged like the IoUs and
+    the velocity (so it weighs as much as any of them and never more than the group's 0.60). Other
+    rubrics are returned unchanged."""
+    if rubric.subtrack != "deduction":
+        return rubric
+    groups = tuple(Group(g.name, g.weight, g.criteria, g.objective + (key,)) if g.name == "physics" else g
+                   for g in rubric.groups)
+    return Rubric(rubric.name, rubric.subtrack, rubric.criteria, groups)

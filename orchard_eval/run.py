@@ -49,7 +49,9 @@ from .objective import deduction_metrics, graphic_iou
 from .paths import UnsafePathError
 from .predictions import Submission, load_submission, rollout_path, validate_predictions
 from .records import RECORD_VERSION, RECORDS_FILE, RecordLog, key_str, provenance, sha256_file
-from .rubrics import rubric_for
+from .apt.answers import TRANSITION_F1, score_answer
+from .apt.answers import summarise as transition_summary
+from .rubrics import rubric_for, with_transitions
 
 log = logging.getLogger("orchard_eval")
 
@@ -284,6 +286,8 @@ class Scorer:
     segmenter_name: str = "classical"
     prov: dict[str, Any] = field(default_factory=dict)
     judge_attempts: int = JUDGE_ATTEMPTS
+    # the transition F1 joins the Deduction physics group (`--fuse-transitions`); off: the paper's score
+    fuse_transitions: bool = False
 
     def __post_init__(self):
         from .segment import get_segmenter
@@ -294,13 +298,15 @@ class Scorer:
         # repeat a file are scored once per process; the values are those a fresh computation gives
         self._objective_cache: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._segmentations: OrderedDict[Any, list] = OrderedDict()
+        # case id -> the segmentation of its GT frame 0, for answers that start on it (transitions)
+        self._frame0: dict[str, Any] = {}
 
     def base_record(self, case: EvalCase, subtrack: str, rollout: int) -> dict[str, Any]:
         return {"record_version": RECORD_VERSION, "case_id": case.case_id, "subtrack": subtrack, "rollout": rollout,
                 "model": self.submission.model, "protocol": self.submission.protocol, "pillar": case.pillar,
                 "task": case.task, "source": case.source, "mode": OBJECTIVE_ONLY if self.objective_only else JUDGED,
                 "score": None, "valid": True, "error": None, "metrics": {}, "metric_details": {}, "criteria": None,
-                "judge_feedback": None, "groups": {}, "weights": {}, "artifact": {}, "notes": [],
+                "judge_feedback": None, "groups": {}, "weights": {}, "artifact": {}, "notes": [], "transitions": None,
                 "low_confidence": False, "elapsed_s": 0.0, "provenance": self.prov}
 
     def score(self, case_id: str, subtrack: str, rollout: int) -> dict[str, Any]:
@@ -330,7 +336,9 @@ class Scorer:
         except OSError:
             rec["artifact"]["sha256"] = None
 
-    def _cached(self, case: EvalCase, subtrack: str, rec: dict[str, Any], compute) -> dict[str, Any]:
+    def _cached(self, case: EvalCase, subtrack: str, rec: dict[str, Any], compute, extra=None) -> dict[str, Any]:
+        """The objective result of an answer (computed once per identical file); `extra(result)`
+        adds what is derived from the result's segmentations while they are at hand."""
         sha = rec["artifact"].get("sha256")
         key = (case.case_id, subtrack, sha) if sha else None
         if key is not None and key in self._objective_cache:
@@ -338,6 +346,8 @@ class Scorer:
         r = compute()
         out = {"values": dict(r.values), "details": r.details, "notes": list(r.notes),
                "low_confidence": bool(r.low_confidence)}
+        if extra is not None:
+            out.update(extra(r))
         if key is not None:
             if len(self._objective_cache) > 256:
                 self._objective_cache.clear()
@@ -349,6 +359,17 @@ class Scorer:
             while len(self._segmentations) > SEGMENTATIONS_KEPT:
                 self._segmentations.popitem(last=False)
         return out
+
+    def _transitions(self, case: EvalCase, pk: DeductionPacket, res) -> dict[str, Any]:
+        """The transition score from the metrics' own segmentations; a failure is a note, never the
+        response's error (the paper's score does not depend on it)."""
+        try:
+            tr, note = score_answer(case, pk, res.segmentations, self.segmenter, self.rule, self._frame0)
+        except Exception as exc:  # noqa: BLE001
+            tr, note = None, f"transition score failed: {type(exc).__name__}: {exc}"
+        if note:
+            log.info("%s: %s", case.case_id, note)
+        return {"transitions": tr, "transitions_note": note}
 
     def _kept_segmentations(self, case: EvalCase, subtrack: str, rec: dict[str, Any]) -> list | None:
         return self._segmentations.get((case.case_id, subtrack, rec["artifact"].get("sha256") or None))
@@ -391,11 +412,18 @@ class Scorer:
                                    missing_timestamps=[pk.times[i] for i in pk.missing])
             rec["notes"] += pk.notes
             r = self._cached(case, subtrack, rec,
-                             lambda: deduction_metrics(case, pk, self.segmenter, dense=dense, rule=self.rule))
+                             lambda: deduction_metrics(case, pk, self.segmenter, dense=dense, rule=self.rule),
+                             lambda res: self._transitions(case, pk, res))
             objective.update(r["values"])
             rec["metric_details"] = r["details"]
             rec["notes"] += r["notes"]
             rec["low_confidence"] = r["low_confidence"]
+            rec["transitions"] = r["transitions"]
+            if r["transitions_note"]:
+                rec["notes"].append(r["transitions_note"])
+            if self.fuse_transitions:
+                objective[TRANSITION_F1] = None if r["transitions"] is None else r["transitions"]["f1"]
+                rubric = with_transitions(rubric)
             refs = _refs(case, REFERENCE_ROLES[subtrack])
             segs = self._kept_segmentations(case, subtrack, rec)
             if protocol == "image":
@@ -437,7 +465,7 @@ class Scorer:
             if err is not None:
                 return self._invalid(rec, "judge_failure", err)
         if subtrack == "deduction" and protocol == "image":
-            fr = fuse_deduction_keyframes(per_ts, objective)
+            fr = fuse_deduction_keyframes(per_ts, objective, rubric)
             rec["criteria"] = None if per_ts is None else {"per_timestamp": per_ts}
         else:
             fr = fuse(rubric, criteria, objective, rule=self.rule, protocol=protocol)
@@ -465,12 +493,14 @@ def _work(task: tuple[str, str, tuple[int, ...]]) -> list[dict[str, Any]]:
 
 
 def build_scorer(cases: str, predictions: str, judge: str, judge_options: Mapping[str, Any] | None,
-                 rule: str, segmenter: str, case_ids: Sequence[str] | None = None) -> Scorer:
+                 rule: str, segmenter: str, case_ids: Sequence[str] | None = None,
+                 fuse_transitions: bool = False) -> Scorer:
     ds = load_dataset(cases, case_ids=case_ids)
     sub = load_submission(predictions)
     j = get_judge(judge, **dict(judge_options or {}))
-    prov = provenance(cases, judge_config(j), rule, segmenter, sub.protocol, ds.num_rollouts, sub.prompt_version)
-    return Scorer(ds, sub, j, rule, segmenter, prov)
+    prov = provenance(cases, judge_config(j), rule, segmenter, sub.protocol, ds.num_rollouts, sub.prompt_version,
+                      fuse_transitions=fuse_transitions)
+    return Scorer(ds, sub, j, rule, segmenter, prov, fuse_transitions=fuse_transitions)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -490,6 +520,7 @@ class RunOptions:
     progress: bool = True
     restart: bool = False
     limit: int | None = None    # score at most this many new responses (tests, smoke runs)
+    fuse_transitions: bool = False
 
 
 @dataclass
@@ -516,7 +547,7 @@ def run_evaluation(opts: RunOptions) -> RunResult:
     sub = load_submission(opts.predictions)
     judge = get_judge(opts.judge, **opts.judge_options)
     prov = provenance(opts.cases, judge_config(judge), opts.rule, opts.segmenter, sub.protocol, ds.num_rollouts,
-                      sub.prompt_version)
+                      sub.prompt_version, fuse_transitions=opts.fuse_transitions)
     out.mkdir(parents=True, exist_ok=True)
     handler = _file_logger(out)
     log.addHandler(handler)
@@ -577,7 +608,7 @@ def _run(opts: RunOptions, out: Path, ds: Dataset, sub: Submission, judge: Judge
 
     try:
         if opts.jobs <= 1 or len(tasks) <= 1:
-            scorer = Scorer(ds, sub, judge, opts.rule, opts.segmenter, prov)
+            scorer = Scorer(ds, sub, judge, opts.rule, opts.segmenter, prov, fuse_transitions=opts.fuse_transitions)
             for cid, st, rs in tasks:
                 consume([scorer.score(cid, st, r) for r in rs])
         else:
@@ -586,7 +617,8 @@ def _run(opts: RunOptions, out: Path, ds: Dataset, sub: Submission, judge: Judge
             from orchard_build.pool import process_pool
 
             spec = dict(cases=opts.cases, predictions=opts.predictions, judge=opts.judge,
-                        judge_options=opts.judge_options, rule=opts.rule, segmenter=opts.segmenter)
+                        judge_options=opts.judge_options, rule=opts.rule, segmenter=opts.segmenter,
+                        fuse_transitions=opts.fuse_transitions)
             # one task per (case, subtrack): its rollouts share the worker's GT frames and objective cache;
             # Deduction tasks (the slowest) go first so that they do not form the tail
             small = sorted(tasks, key=lambda t: (t[1] != "deduction", t[0], t[1]))
@@ -659,6 +691,7 @@ def summarise(records: Iterable[Mapping[str, Any]], ds: Dataset, sub: Submission
             vals = [r["metrics"][k] for r in recs if r["subtrack"] == st and r["valid"]
                     and r["metrics"].get(k) is not None]
             metric_means[st][k] = float(np.mean(vals)) if vals else None
+    trans = transition_summary(recs, ds.cases, ds.num_rollouts)
     return {
         "summary_version": SUMMARY_VERSION,
         "model": sub.model,
@@ -670,7 +703,8 @@ def summarise(records: Iterable[Mapping[str, Any]], ds: Dataset, sub: Submission
         "counts": {"cases": len(ds.cases), "expected_responses": len(ds.cases) * len(subtracks) * ds.num_rollouts,
                    "records": len(recs), "invalid": sum(1 for r in recs if not r["valid"]), "by_error": errors},
         "aggregate": agg.to_dict(),
-        "table_row": table_row(agg.row()),
+        "table_row": table_row({**agg.row(), "Trans.": trans["mean_f1"]}),
+        "transitions": trans,
         "metric_means": metric_means,
         "cases": per_case,
         "invalid": [f"{r['case_id']}/{r['subtrack']}/rollout_{int(r['rollout']):02d}: {r['error']['kind']}"

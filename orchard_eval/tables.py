@@ -1,6 +1,6 @@
 """Result tables in the column order of the paper's Table 2:
 
-    Model | Avg. | P-T  P-G  F-T  F-G  Ded. | Grav.  Mom.  N1  Multi | Sim.  Real
+    Model | Avg. | P-T  P-G  F-T  F-G  Ded. | Grav.  Mom.  N1  Multi | Sim.  Real | Trans.
 
 written as CSV (machine-readable, empty cell = no score) and Markdown (— = no score). Every cell comes
 from a run's `summary.json` (`table_row`), i.e. from case-level means, never from other cells.
@@ -10,6 +10,10 @@ predictions answered (`provenance.prompts`: source and prompt_version, e.g. `app
 paper's own prompts, `orchard orchard-prompts-v1` for ours); when the rows do not all share one, the
 Markdown table says so under the rows (`mixed_prompts`), so runs prompted differently are never
 compared silently.
+
+"Trans." is not part of the paper's table: the Deduction transition F1 (`apt.answers.summarise`),
+reported beside the score; it enters "Ded." only in runs made with `--fuse-transitions`. Summaries
+written before it existed show it as no score.
 """
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-COLUMNS = ("Avg.", "P-T", "P-G", "F-T", "F-G", "Ded.", "Grav.", "Mom.", "N1", "Multi", "Sim.", "Real")
+COLUMNS = ("Avg.", "P-T", "P-G", "F-T", "F-G", "Ded.", "Grav.", "Mom.", "N1", "Multi", "Sim.", "Real", "Trans.")
 GROUPS = (("", ("Avg.",)), ("Track-wise", ("P-T", "P-G", "F-T", "F-G", "Ded.")),
-          ("Pillar-wise", ("Grav.", "Mom.", "N1", "Multi")), ("Source-wise", ("Sim.", "Real")))
+          ("Pillar-wise", ("Grav.", "Mom.", "N1", "Multi")), ("Source-wise", ("Sim.", "Real")),
+          ("Beside the score", ("Trans.",)))
 
 
 class TableError(ValueError):

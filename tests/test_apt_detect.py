@@ -84,3 +84,50 @@ def test_head_on_collision_gives_contact_rebound_break_and_a_captured_pair_gives
                        velocities={"a": np.stack([va2, 0 * ts, 0 * ts], 1), "b": np.stack([vb2, 0 * ts, 0 * ts], 1)})
     det2 = detect_transitions(_case(objs), tr2)
     assert [d.type for d in det2 if d.domain == "contact"] == ["contact_init", "inelastic_capture"]
+
+
+def _sparse(tr: ObjectTracks, ts) -> ObjectTracks:
+    """The tracks at a few uneven times, as the run samples an answer (T_c and frame 0)."""
+    ts = np.asarray(ts, float)
+    P = {k: np.stack([np.interp(ts, tr.times, v[:, d]) for d in range(3)], 1) for k, v in tr.positions.items()}
+    V = {k: np.stack([np.gradient(P[k][:, d], ts) for d in range(3)], 1) for k in P}
+    return ObjectTracks(times=ts, positions=P, velocities=V)
+
+
+def test_sparse_uneven_samples_still_time_the_bounce():
+    case = _case([ObjectInfo("ball", 1, "sphere", size=(("radius", R),))])
+    t_apex = 3.0 / G
+    t_land = (3.0 + np.sqrt(9.0 + 2 * G * (0.5 - R))) / G
+    # frame 0, the apex frame, grid frames, and frames either side of the impact but not on it
+    ts = np.array([0, 7, 12, 16, 19, 24]) / FPS
+    assert not np.any(np.isclose(ts, t_land, atol=0.5 / FPS))
+    det = detect_transitions(case, _sparse(_bounce(), ts))
+    got = {d.type: d.t for d in det}
+    assert abs(got["projectile_apex"] - t_apex) < 0.05 and got["free_fall_onset"] == 0.0
+    assert abs(got["landing"] - t_land) < 0.05 and abs(got["elastic_rebound"] - t_land) < 0.05
+
+
+def test_a_loop_a_ramp_and_a_frozen_answer():
+    ts = np.arange(0, 2.0 + 1e-9, 1 / FPS)
+    ball = ObjectInfo("ball", 1, "sphere", size=(("radius", R),))
+    case = _case([ball])
+    # round a vertical loop of radius 0.5 m at 2 rad/s, sampled as the run samples: no apex, no
+    # landing, no breakaway (at every frame a short arc over the top does fit a parabola: docs/apt.md)
+    th = 2.0 * ts - np.pi / 2
+    P = np.stack([0.5 * np.cos(th), 0 * ts, 0.5 + R + 0.5 * np.sin(th)], 1)
+    loop = ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)})
+    for frames in ([0, 11, 20, 27, 38, 47], [0, 12, 24, 36, 48], [0, 8, 19, 30, 41]):
+        det = detect_transitions(case, _sparse(loop, np.array(frames) / FPS))
+        assert not [d for d in det if d.type in ("projectile_apex", "landing", "static_breakaway")], frames
+    # released at rest on a 30° incline (a = g sin θ along it): a breakaway at t = 0, nothing else
+    s = 0.5 * G * 0.5 * ts ** 2
+    P = np.stack([s * np.cos(np.pi / 6), 0 * ts, 0.6 - s * np.sin(np.pi / 6)], 1)
+    ramp = ObjectTracks(ts[:14], {"ball": P[:14]}, {"ball": np.gradient(P[:14], ts[:14], axis=0)})
+    for tr in (ramp, _sparse(ramp, np.array([0, 4, 9, 13]) / FPS)):
+        det = detect_transitions(case, tr)
+        # (at every frame the first step is within the position tolerance: found one frame late)
+        assert [d.type for d in det] == ["static_breakaway"] and det[0].t <= 1 / FPS + 1e-9
+    # an answer that freezes mid-slide: it stops dead, which is no friction arrest
+    frozen = ObjectTracks(ts[:20], {"ball": np.concatenate([P[:12], np.repeat(P[11:12], 8, 0)])},
+                          {"ball": np.zeros((20, 3))})
+    assert "sliding_arrest" not in {d.type for d in detect_transitions(case, frozen)}

@@ -1,16 +1,47 @@
 """Transitions detected from object tracks (world-frame centre positions, z up), for the Deduction
-transition score. General rules with thresholds from physics, geometry and the frame rate:
+transition score.
 
-* gravity — `projectile_apex`: the vertical velocity changes sign + → − (hysteresis: beyond
-  V_EPS on both sides); `free_fall_onset`: the body is in flight (downward acceleration ≥ A_MIN, no horizontal
-  acceleration) while the body is clear of the floor and was not already falling; `landing` (+ `elastic_rebound`
-  when it leaves again upward): a descending body reaches the floor, i.e. its centre height ≤ its
-  vertical half-extent + a tolerance of one frame's travel.
-* contact between two bodies — `contact_init` / `contact_break`: the centre separation crosses the
-  sum of their radii/half-extents + tolerance; `elastic_rebound`: the separation rate turns from
-  approach to retreat during a contact; `inelastic_capture`: they stay in contact with relative speed
-  below V_EPS.
-* friction — `static_breakaway` / `sliding_arrest`: speed crosses V_EPS upward / downward.
+The tracks may be dense (every frame) or sparse and uneven (the Deduction timestamps T_c plus t = 0,
+which is what the run measures): every rule reads positions at the sample times and estimates an
+event's time between samples from the motion on either side (a parabola in flight, a straight line
+for uniform motion, a square law from rest), never from a fixed number of frames. Thresholds come
+from geometry and the camera:
+
+* `position_tolerance` — a located centre is trusted to PIX_TOL pixels, i.e. to that many pixels'
+  worth of metres at the body's distance from the camera (5 mm without a camera);
+* a body is on the floor when its centre is within that tolerance of its vertical half-extent;
+* two bodies touch when their centres are within the sum of their radii plus both tolerances;
+* a body is still over an interval when it moves less than the tolerance plus V_EPS × the interval.
+
+Rules:
+
+* gravity — a *flight* is the longest run of samples between floor contacts (and local minima of
+  the height: a bounce between samples) that a parabola fits: downward acceleration ≥ A_MIN,
+  horizontal acceleration ≤ H_RATIO of it, residuals within 1.5 tolerances (first with exact frame
+  times, then with JITTER_FRAMES of timing slack: re-timed answers), the parabola above the floor
+  at its samples; one repeated frame (a stutter) may be left out, and samples before it (a
+  support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay out of it. `projectile_apex`: the vertex of a flight's parabola when it
+  lies inside the flight and the flight has at least four samples (three points fit any curve:
+  the top of a loop looks like an apex at three samples) or three that rise from a detected
+  landing. `landing` (+ `elastic_rebound` when it rises again, `settling` when it stays down and
+  still for two samples or more): where the parabola meets the floor. `free_fall_onset`: a flight
+  that starts at t = 0, or that takes off from a support (two samples or more left out before it,
+  or a level start), then also `contact_break`: at the vertex off a level support, at the
+  flight's first sample off a slope.
+* contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
+  distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
+  retreat after the contact; `inelastic_capture`: they stay in contact to the end; a collision
+  inside a gap (no sample in contact) when the closing and opening lines either side reach the
+  contact distance inside it at about one time.
+* surfaces — `surface_transition`: off flight, the path turns by KINK_DEG–90° at a sample into a
+  straight stretch (two intervals on one line: the floor after a ramp; a curved track turns at
+  every sample and has no straight stretch).
+* friction — `static_breakaway`: a body that was still moves off without flying, or one that starts
+  from rest at t = 0 (its distance grows as t², not t) along a straight line (a body released on a
+  curved track swings); `sliding_arrest`: a moving body decelerates into a rest (one that stops
+  dead is a frozen answer). A single still interval between opposite motions is a turning point.
+  Neither, nor a surface transition, is reported beside a contact, landing or onset of the same
+  body (a struck body's start is the contact's).
 
 Fixtures (the floor, ramps, tables, tracks) are not tracked; detected transitions name the bodies
 only, and the score compares chains on their body ids (see `bodies_only`).
@@ -22,8 +53,13 @@ import numpy as np
 from ..cases import EvalCase, ObjectInfo, ObjectTracks
 from .taxonomy import Transition
 
-A_MIN = 1.0   # m/s²: the weakest gravity a case uses is well above this (Moon 1.62)
-V_EPS = 0.05   # m/s: below this a body counts as at rest (a few pixels per second at the usual scale)
+A_MIN = 1.0     # m/s²: the weakest gravity a case uses (Titan, 1.35) is above this
+V_EPS = 0.05    # m/s: below this a body counts as at rest
+H_RATIO = 0.2   # horizontal over vertical acceleration below which a flight is ballistic
+PIX_TOL = 2.0   # px: how far a located centre may be from the true one (segmentation noise)
+TOL_FALLBACK = 0.005   # m: the position tolerance without a camera
+JITTER_FRAMES = 0.5   # frames: how early or late an answer frame may show its content (flight fits' second try)
+KINK_DEG = 8.0  # °: a bend of the path at least this sharp between straight stretches is a change of surface
 
 
 def half_extent(o: ObjectInfo) -> float:
@@ -52,99 +88,352 @@ def bodies_only(chain, body_ids) -> list[Transition]:
     return [Transition(tr.type, tr.t, tuple(o for o in tr.objects if o in ids), tr.confidence) for tr in chain]
 
 
-def _crossings(flag: np.ndarray) -> tuple[list[int], list[int]]:
-    """Indices where a boolean sequence turns on / off."""
-    f = flag.astype(int)
-    d = np.diff(f)
-    return list(np.nonzero(d == 1)[0] + 1), list(np.nonzero(d == -1)[0] + 1)
+def position_tolerance(case: EvalCase, P: np.ndarray) -> float:
+    """PIX_TOL pixels in metres at the body's median distance along the optical axis."""
+    if case.intrinsic is None or case.extrinsic is None:
+        return TOL_FALLBACK
+    E = np.asarray(case.extrinsic, float)
+    depth = (np.asarray(P, float) @ E[:, :3].T + E[:, 3])[:, 2]
+    depth = depth[np.isfinite(depth) & (depth > 0)]
+    if depth.size == 0:
+        return TOL_FALLBACK
+    f = float(np.asarray(case.intrinsic, float)[1, 1])
+    return max(TOL_FALLBACK, PIX_TOL * float(np.median(depth)) / f)
+
+
+# ---------------------------------------------------------------------------------------------
+# fits
+# ---------------------------------------------------------------------------------------------
+def _quad(t: np.ndarray, y: np.ndarray, tol: float, jitter: float) -> tuple[np.ndarray, bool]:
+    """Least-squares parabola (c2, c1, c0), and whether every sample lies within 1.5 tolerances of
+    it plus the distance the parabola covers in `jitter` seconds there (a frame's time is known
+    to half a frame: timestamps are rounded to frames, an answer may show a frame late)."""
+    c = np.polyfit(t, y, 2)
+    slope = np.abs(2 * c[0] * t + c[1])
+    return c, bool(np.all(np.abs(np.polyval(c, t) - y) <= 1.5 * tol + slope * jitter))
+
+
+class Flight:
+    """A parabola fitted to a body's samples [i, j] (inclusive); `ok` when the motion is ballistic."""
+
+    def __init__(self, t: np.ndarray, P: np.ndarray, i: int, j: int, tol: float, jitter: float = 0.0):
+        self.i, self.j = i, j
+        self.ok = False
+        self.level_before = False
+        self.cz = None
+        if j - i + 1 < 3:
+            return
+        self.t0 = float(t[i])
+        # an answer frame shown twice (a stutter: the body where it was one sample before) is left
+        # out when four or more samples remain to fit
+        rep = [m for m in range(i + 1, j + 1) if float(np.linalg.norm(P[m] - P[m - 1])) <= tol]
+        drops = [None] + (rep if j - i + 1 >= 5 else [])
+        for m in drops:
+            keep = [k for k in range(i, j + 1) if k != m]
+            tt = t[keep] - t[i]
+            fits = [_quad(tt, P[keep, k], tol, jitter) for k in range(3)]
+            az = 2 * fits[2][0][0]
+            ah = float(np.hypot(2 * fits[0][0][0], 2 * fits[1][0][0]))
+            self.cz = fits[2][0]
+            self.ok = az <= -A_MIN and ah <= H_RATIO * abs(az) and all(f[1] for f in fits)
+            if self.ok:
+                return
+
+    @property
+    def n(self) -> int:
+        return self.j - self.i + 1
+
+    def vertex(self) -> float:
+        return self.t0 - self.cz[1] / (2 * self.cz[0])
+
+    def reaches(self, level: float, last: bool) -> float | None:
+        """The time the parabola is at height `level` (the later root when `last`, else the earlier)."""
+        c = self.cz.copy()
+        c[2] -= level
+        r = np.roots(c)
+        r = np.sort(r[np.isreal(r)].real)
+        if r.size == 0:
+            return None
+        return self.t0 + float(r[-1] if last else r[0])
+
+
+def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter: float,
+                floor_z: float) -> Flight | None:
+    """The ballistic flight among samples a … b: the longest run of them (the earliest of equal
+    length) that a parabola fits, and whose parabola stays above the floor at its samples (a body
+    does not fly through the floor). What it leaves out at the start is how the body moved before
+    it flew (on a support, a ramp; or the cut sample belongs to the flight before); at the end, a
+    bounce just before the cut sample, or an answer that froze. Tried first with exact frame
+    times, then allowing `jitter` (an answer whose frames show their content a little early or
+    late, e.g. re-timed): the slack would otherwise let a flight swallow the sample before a
+    take-off or after a bounce."""
+    for jit in ((0.0, jitter) if jitter > 0 else (0.0,)):
+        for length in range(b - a + 1, 2, -1):
+            for i in range(a, b - length + 2):
+                j = i + length - 1
+                f = Flight(t, P, i, j, tol, jit)
+                if f.ok and np.all(np.polyval(f.cz, t[i:j + 1] - f.t0) >= floor_z - tol):
+                    return f
+    return None
+
+
+def _angle(u: np.ndarray, v: np.ndarray) -> float:
+    nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
+    if nu == 0 or nv == 0:
+        return 0.0
+    return float(np.degrees(np.arccos(np.clip(np.dot(u, v) / (nu * nv), -1.0, 1.0))))
+
+
+def _clamp(x: float | None, lo: float, hi: float, default: float) -> float:
+    if x is None or not np.isfinite(x):
+        return default
+    return float(min(max(x, lo), hi))
+
+
+def _from_rest(ta: float, tb: float, tc: float, sb: float, sc: float) -> float:
+    """When a motion that grows as (t − t0)² from rest started, from its distances sb, sc (from the
+    rest position) at tb < tc; clamped to [ta, tb] (ta: the last time it was seen at rest)."""
+    if sb <= 0 or sc <= sb:
+        return ta
+    r = np.sqrt(sb / sc)
+    return _clamp((tb - r * tc) / (1 - r), ta, tb, ta)
+
+
+# ---------------------------------------------------------------------------------------------
+# one body
+# ---------------------------------------------------------------------------------------------
+def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float = 0.0) -> list[Transition]:
+    out: list[Transition] = []
+    n = t.size
+    z = P[:, 2]
+    h = half_extent(o)
+    floor = z - h <= tol
+    step = np.linalg.norm(np.diff(P, axis=0), axis=1)
+    still = step <= tol + V_EPS * np.diff(t)          # interval k: samples k → k+1
+    ev = lambda typ, tt: out.append(Transition(typ, float(tt), (o.id,)))  # noqa: E731
+    # flights: runs between floor samples, cut again at local minima of the height (a parabola
+    # opening downwards has none: the body bounced between two samples)
+    cuts = [k for k in range(n) if floor[k]]
+    for k in range(1, n - 1):
+        if not floor[k] and z[k] <= min(z[k - 1], z[k + 1]) and max(z[k - 1], z[k + 1]) > z[k] + tol:
+            cuts.append(k)
+    bounds = sorted(set([0, n - 1] + cuts))
+    flights: list[Flight] = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        f = _fit_flight(t, P, a, b, tol, jitter, h)
+        if f is not None and f.i > a:
+            # it flew off a support: a level first interval is still the support (the body rolls to
+            # the edge, a parabola through both samples would put its vertex between them)
+            while f is not None and f.n >= 4 and abs(z[f.i + 1] - z[f.i]) <= tol:
+                g = Flight(t, P, f.i + 1, f.j, tol, jitter)
+                f = g if g.ok else None
+            if f is None:
+                f = _fit_flight(t, P, a, b, tol, jitter, h)
+        if f is not None:
+            # it took off from a support when it leaves out two samples or more before it (a
+            # bounce cuts one), or the clip's first sample resting or moving level
+            f.level_before = f.i - a >= 2 or (f.i - a == 1 and a == 0 and abs(z[1] - z[0]) <= tol)
+            flights.append(f)
+    landings: list[float] = []       # times of the landings detected so far
+    for f in flights:
+        i, j = f.i, f.j
+        # onset: from t = 0, or off a support it moved level on (not after a bounce: the body never
+        # rested); leaving a support inside the clip also breaks the contact with it
+        if i == 0 and t[0] <= 1e-9 and not floor[0]:
+            ev("free_fall_onset", t[0])
+        elif i > 0 and f.level_before and not floor[i - 1]:
+            # rolling off a level support the parabola starts at its vertex; off a slope it starts
+            # descending already (vertex earlier): the flight's first sample bounds it then
+            v = f.vertex()
+            level = i >= 2 and abs(z[i - 1] - z[i - 2]) <= tol
+            t_on = v if level and t[i - 1] <= v <= t[i] else t[i]
+            ev("free_fall_onset", t_on)
+            if t_on > t[0] + 1e-3:
+                ev("contact_break", t_on)
+        # apex inside the flight, seen from at least four samples, or from three when the flight
+        # rises from a landing detected at its first sample (the bounce vouches for the flight)
+        v = f.vertex()
+        rises = any((t[i - 1] if i > 0 else -1.0) < x <= t[i] + 1e-9 for x in landings)
+        if (f.n >= 4 or (f.n == 3 and rises)) and t[i] + 1e-6 < v < t[j] - 1e-6:
+            ev("projectile_apex", v)
+        # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
+        # the next-but-one: the sample after it may already be on the way up)
+        if floor[j] or j < n - 1:
+            lo, hi = (t[j - 1], t[j]) if floor[j] else (t[j], t[min(j + 2, n - 1)])
+            t_land = f.reaches(h, last=True)
+            if not floor[j] and (t_land is None or t_land > hi + 1e-9):
+                continue
+            t_land = _clamp(t_land, lo, hi, t[j])
+            ev("landing", t_land)
+            landings.append(t_land)
+            after = z[t > t_land + 1e-9]
+            if after.size and after[:2].max() > h + tol:
+                ev("elastic_rebound", t_land)
+            elif after.size >= 2 and (after - h <= tol).all() and still[j:].all():
+                ev("settling", t_land)
+    # breakaway / arrest: still ↔ moving, outside flights
+    in_flight = np.zeros(n, bool)
+    for f in flights:
+        in_flight[f.i:f.j + 1] = True
+    if n >= 3 and not still[0] and not in_flight[0] and t[0] <= 1e-9:
+        # moving from the first interval: from rest at t = 0 when the distance grows as t²
+        # (distance ∝ t^p: p = 2 from rest under a constant force, 1 for a body already moving, below
+        # 1 on a curve); the midpoint 1.5 decides
+        # and it slides along its support: in a straight line (a body released on a curved track
+        # swings; that is not a breakaway)
+        s1, s2 = np.linalg.norm(P[1] - P[0]), np.linalg.norm(P[2] - P[0])
+        u = (P[2] - P[0]) / s2 if s2 > 0 else np.zeros(3)
+        off_line = float(np.linalg.norm((P[1] - P[0]) - np.dot(P[1] - P[0], u) * u))
+        if s1 > 0 and s2 > max(s1, 2 * tol) and np.log(s2 / s1) / np.log(t[2] / t[1]) >= 1.5 and off_line <= tol:
+            ev("static_breakaway", t[0])
+    # surface transition: off flight, the path turns at sample k into a straight stretch (the two
+    # intervals after it on one line: the floor after a ramp, a ramp after the floor); a curved
+    # track turns at every sample and has no straight stretch. Steps shorter than 5 tolerances are
+    # left alone: their directions are not known to better than ~11°.
+    moving = ~still
+    for k in range(1, n - 2):
+        if in_flight[k - 1:k + 3].any() or not moving[k - 1:k + 2].all():
+            continue
+        d = [P[m + 1] - P[m] for m in (k - 1, k, k + 1)]
+        if min(float(np.linalg.norm(x)) for x in d) < 5 * tol:
+            continue
+        # (a turn of 90° or more is a reversal — a collision, a bounce off a wall — not a new surface)
+        if KINK_DEG <= _angle(d[0], d[1]) < 90 and _angle(d[1], d[2]) < KINK_DEG / 2:
+            ev("surface_transition", t[k])
+    # a single still interval between two motions in opposite directions is a turning point (a
+    # swing, a body rolling back), not a rest
+    turn = np.zeros(max(n - 1, 0), bool)
+    for k in range(1, n - 2):
+        if still[k] and not still[k - 1] and not still[k + 1]:
+            turn[k] = float(np.dot(P[k] - P[k - 1], P[k + 2] - P[k + 1])) < 0
+    still = still & ~turn
+    for k in range(1, n - 1):
+        if still[k - 1] and not still[k] and not in_flight[k + 1]:
+            if k + 2 < n:
+                sb, sc = np.linalg.norm(P[k + 1] - P[k]), np.linalg.norm(P[k + 2] - P[k])
+                ev("static_breakaway", _from_rest(t[k], t[k + 1], t[k + 2], sb, sc))
+            else:
+                ev("static_breakaway", t[k])
+        # an arrest decelerates into the rest (friction); a body that stops dead from full speed is
+        # a frozen answer, not an arrest
+        # (from the first interval there is no earlier speed to compare: a body launched at t = 0
+        # that comes to rest by the next sample)
+        slowing = k < 2 or step[k - 1] / (t[k] - t[k - 1]) < step[k - 2] / (t[k - 1] - t[k - 2])
+        if not still[k - 1] and still[k] and not in_flight[k - 1] and not in_flight[k] and slowing:
+            # mirrored: distances to the rest position, decelerating to it
+            sb = np.linalg.norm(P[k] - P[k - 1])
+            sc = np.linalg.norm(P[k] - P[k - 2]) if k >= 2 else 2 * sb
+            t_stop = -_from_rest(-t[k], -t[k - 1], -t[k - 2], sb, sc) if k >= 2 else t[k]
+            ev("sliding_arrest", t_stop)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# two bodies
+# ---------------------------------------------------------------------------------------------
+def _line_hit(ta: float, da: float, tb: float, db: float, level: float) -> float | None:
+    """When the line through (ta, da), (tb, db) is at `level`."""
+    if tb == ta or db == da:
+        return None
+    return ta + (level - da) * (tb - ta) / (db - da)
+
+
+def _between(t: np.ndarray, d: np.ndarray, k: int, reach: float, tol: float) -> float | None:
+    """The time of a collision inside the gap between samples k and k + 1 (neither in contact), or
+    None: the approach line (samples k − 1, k, closing) and the retreat line (k + 1, k + 2, opening)
+    must both reach the contact distance inside the gap — a line is extrapolated, and a body may
+    speed up on the way in, so each hit may fall up to a gap outside and is clamped into it — at
+    about one time (an impact is brief: within half the gap). At the clip's ends one line alone
+    must hit strictly inside the gap."""
+    n = t.size
+    lo, hi = k, k + 1
+    gap = t[hi] - t[lo]
+    appr = (lo - 1, lo) if lo >= 1 and d[lo] < d[lo - 1] - tol else None
+    retr = (hi, hi + 1) if hi + 1 < n and d[hi + 1] > d[hi] + tol else None
+    if (appr is None and lo >= 1) or (retr is None and hi + 1 < n) or (appr is None and retr is None):
+        return None
+    hits = [_line_hit(t[p], d[p], t[q], d[q], reach) for p, q in (x for x in (appr, retr) if x is not None)]
+    if any(x is None or not (t[lo] - gap <= x <= t[hi] + gap) for x in hits):
+        return None
+    if len(hits) == 1:
+        return hits[0] if t[lo] < hits[0] < t[hi] else None
+    hits = [_clamp(x, t[lo], t[hi], x) for x in hits]
+    return float(np.mean(hits)) if max(hits) - min(hits) <= 0.5 * gap + 1e-9 else None
+
+
+def _pair(oa: ObjectInfo, ob: ObjectInfo, t: np.ndarray, d: np.ndarray, tol: float) -> list[Transition]:
+    out: list[Transition] = []
+    n = t.size
+    reach = contact_radius(oa) + contact_radius(ob)
+    touch = d <= reach + tol
+    pair = (oa.id, ob.id)
+    ev = lambda typ, tt: out.append(Transition(typ, float(tt), pair))  # noqa: E731
+    k = 0
+    while k < n:
+        if k >= 1 and touch[k] and not touch[k - 1]:
+            # the contact run k … m
+            m = k
+            while m + 1 < n and touch[m + 1]:
+                m += 1
+            t_in = _line_hit(t[k - 2], d[k - 2], t[k - 1], d[k - 1], reach) if k >= 2 else None
+            t_in = _clamp(t_in, t[k - 1], t[k], t[k])
+            ev("contact_init", t_in)
+            if m == n - 1 and m > k:
+                ev("inelastic_capture", t_in)
+            elif m < n - 1:
+                t_out = _line_hit(t[m + 1], d[m + 1], t[m + 2], d[m + 2], reach) if m + 2 < n else None
+                t_out = _clamp(t_out, t[m], t[m + 1], t[m])
+                ev("elastic_rebound", t_in)
+                ev("contact_break", t_out)
+            k = m + 1
+            continue
+        if k < n - 1 and not touch[k] and not touch[k + 1]:
+            # approach then retreat with no sample in contact: a collision between two samples
+            t_c = _between(t, d, k, reach, tol)
+            if t_c is not None:
+                ev("contact_init", t_c)
+                ev("elastic_rebound", t_c)
+                ev("contact_break", t_c)
+                k += 2
+                continue
+        k += 1
+    return out
 
 
 def detect_transitions(case: EvalCase, tracks: ObjectTracks) -> list[Transition]:
-    t = np.asarray(tracks.times, float)
-    if t.size < 3:
+    t_all = np.asarray(tracks.times, float)
+    if t_all.size < 3:
         return []
-    dt = float(np.median(np.diff(t)))
     out: list[Transition] = []
     objs = [o for o in case.objects if o.id in tracks.positions]
+    tols: dict[str, float] = {}
+    jitter = JITTER_FRAMES / case.gt_fps if case.gt_fps else 0.0
     for o in objs:
-        p = np.asarray(tracks.positions[o.id], float)
-        v = np.asarray(tracks.velocities[o.id], float)
-        if not np.isfinite(p).any():
+        P = np.asarray(tracks.positions[o.id], float)
+        ok = np.all(np.isfinite(P), axis=1)
+        if ok.sum() < 3:
             continue
-        z, vz = p[:, 2], v[:, 2]
-        speed = np.linalg.norm(v, axis=1)
-        h = half_extent(o)
-        floor = z - h <= 1.5 * np.abs(vz) * dt + 0.005
-        az = np.gradient(vz, t)
-        # ballistic: vertical acceleration ≈ −g and clear of the floor (a body on a circle or a
-        # string changes vertical direction too, but not under gravity alone)
-        # the case's g is not exposed by the readers (cases on other planets exist): flight is a
-        # downward acceleration of at least A_MIN with no horizontal acceleration beside it
-        ah = np.linalg.norm(np.stack([np.gradient(v[:, k], t) for k in (0, 1)], axis=1), axis=1)
-        ballistic = (az < -A_MIN) & (ah < 0.2 * np.abs(az)) & ~floor
-        near = lambda i: bool(ballistic[max(0, i - 2):i + 2].any())  # noqa: E731
-        # flight that lasts: ballistic on every frame of i−2…i+2 (the top of a circle is briefly
-        # "ballistic" too, but the horizontal acceleration grows back within a frame or two)
-        held = lambda i: bool(ballistic[max(0, i - 2):i + 3].all())  # noqa: E731
-        # apex: + → − with hysteresis, while ballistic
-        state = 0
-        for i in range(t.size):
-            if vz[i] > V_EPS:
-                state = 1
-            elif vz[i] < -V_EPS:
-                if state == 1:
-                    j = i - 1 if abs(vz[i - 1]) < abs(vz[i]) else i
-                    if held(j):
-                        out.append(Transition("projectile_apex", float(t[j]), (o.id,)))
-                state = -1
-        # landing at the floor after ballistic flight; rebound if it leaves upward afterwards
-        for i in range(1, t.size):
-            if floor[i] and not floor[i - 1] and vz[i - 1] < -V_EPS and near(i - 1):
-                out.append(Transition("landing", float(t[i]), (o.id,)))
-                after = vz[i:min(t.size, i + 3)]
-                if after.size and after.max() > V_EPS:
-                    out.append(Transition("elastic_rebound", float(t[i]), (o.id,)))
-        # free-fall onset: ballistic from the start, or after the body was at rest (a rebound's
-        # flight is not an onset: the body was never supported in between)
-        rest = speed <= V_EPS
-        if ballistic[:3].any():
-            out.append(Transition("free_fall_onset", float(t[0]), (o.id,)))
-        on, _ = _crossings(ballistic)
-        for i in on:
-            if i >= 3 and rest[max(0, i - 3):i].any():
-                out.append(Transition("free_fall_onset", float(t[i]), (o.id,)))
-        # breakaway / arrest: speed crosses V_EPS while not in flight
-        moving = speed > V_EPS
-        on, off = _crossings(moving)
-        for i in on:
-            if not near(i):
-                out.append(Transition("static_breakaway", float(t[i - 1]), (o.id,)))
-        for i in off:
-            if not near(i):
-                out.append(Transition("sliding_arrest", float(t[i]), (o.id,)))
+        tols[o.id] = position_tolerance(case, P[ok])
+        out += _body(o, t_all[ok], P[ok], tols[o.id], jitter)
     for a in range(len(objs)):
         for b in range(a + 1, len(objs)):
             oa, ob = objs[a], objs[b]
-            pa, pb = np.asarray(tracks.positions[oa.id]), np.asarray(tracks.positions[ob.id])
-            va, vb = np.asarray(tracks.velocities[oa.id]), np.asarray(tracks.velocities[ob.id])
-            d = np.linalg.norm(pa - pb, axis=1)
-            rel = np.linalg.norm(va - vb, axis=1)
-            reach = contact_radius(oa) + contact_radius(ob)
-            touch = d <= reach + np.maximum(0.005, rel * dt)
-            on, off = _crossings(touch)
-            pair = (oa.id, ob.id)
-            for i in on:
-                out.append(Transition("contact_init", float(t[i]), pair))
-                before = rel[max(0, i - 2):i + 1].max()
-                after = rel[min(t.size - 1, i + 1):min(t.size, i + 4)]
-                rate = np.gradient(d, t)
-                if after.size and after.max() < max(2 * V_EPS, 0.2 * before) and touch[i:].all():
-                    out.append(Transition("inelastic_capture", float(t[i]), pair))
-                elif rate[i:min(t.size, i + 3)].max() > V_EPS or (i in [k - 1 for k in off]):
-                    out.append(Transition("elastic_rebound", float(t[i]), pair))
-            for i in off:
-                out.append(Transition("contact_break", float(t[i]), pair))
-    contacts = [tr for tr in out if tr.type == "contact_init"]
-    out = [tr for tr in out if tr.type not in ("static_breakaway", "sliding_arrest")
-           or not any(tr.objects[0] in c.objects and abs(c.t - tr.t) <= 3 * dt for c in contacts)]
-    return sorted(out, key=lambda tr: tr.t)
+            if oa.id not in tols or ob.id not in tols:
+                continue
+            pa, pb = np.asarray(tracks.positions[oa.id], float), np.asarray(tracks.positions[ob.id], float)
+            ok = np.all(np.isfinite(pa), axis=1) & np.all(np.isfinite(pb), axis=1)
+            if ok.sum() < 3:
+                continue
+            d = np.linalg.norm(pa[ok] - pb[ok], axis=1)
+            out += _pair(oa, ob, t_all[ok], d, tols[oa.id] + tols[ob.id])
+    # a struck body starts (and a body that catches another stops) at the contact, which is the
+    # transition reported; one that takes off or lands is in flight, not sliding
+    busy = [tr for tr in out if tr.type in ("contact_init", "contact_break", "landing", "free_fall_onset")]
+    gap = float(np.max(np.diff(t_all))) if t_all.size > 1 else 0.0
+
+    def beside(tr: Transition) -> bool:
+        return any(tr.objects[0] in c.objects and abs(c.t - tr.t) <= gap + 1e-9 for c in busy)
+
+    out = [tr for tr in out if tr.type not in ("static_breakaway", "sliding_arrest", "surface_transition")
+           or not beside(tr)]
+    return sorted(out, key=lambda tr: (tr.t, tr.type))

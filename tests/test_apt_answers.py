@@ -1,0 +1,108 @@
+"""The Deduction transition score through `orchard-eval run`, on two cases built with `orchard-build`
+(a body thrown up that bounces twice; a head-on elastic collision): oracle answers find their
+events, static and blank answers find none, records and the summary validate against their schemas
+(old records too), the paper's score moves only under --fuse-transitions, and a resumed run refuses
+the other setting. Bad input gets a reason, not a crash."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from orchard_eval.cases import ObjectTracks, load_dataset, schema_errors
+from orchard_eval.records import RecordLogError, read_records
+from orchard_eval.run import RunOptions, run_evaluation
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = ("scenes/free_fall/000001.yaml", "scenes/perfectly_elastic_collision/000001.yaml")
+FALL, HIT = "UniversalGravitation/FreeFall/000001", "ConservationOfMomentum/PerfectlyElasticCollision/000001"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    pytest.importorskip("mujoco")
+    from orchard_build.cli import main as build
+    from orchard_eval.baselines import write_baseline
+
+    root = tmp_path_factory.mktemp("trans")
+    ds = root / "orchard"
+    assert build(["--config", *(str(REPO / c) for c in CONFIGS), "--out", str(ds), "--no-progress"]) == 0
+    runs = {}
+    for kind in ("oracle", "static", "blank"):
+        write_baseline(kind, ds, root / f"pred_{kind}", subtracks=("deduction",))
+        res = run_evaluation(RunOptions(str(ds), str(root / f"pred_{kind}"), str(root / f"res_{kind}"),
+                                        judge="none", subtracks=("deduction",), progress=False))
+        runs[kind] = res
+    return ds, root, runs
+
+
+def _recs(res) -> dict:
+    return {r["case_id"]: r for r in read_records(res.out) if r["rollout"] == 0}
+
+
+def test_oracle_finds_the_events_and_frozen_or_blank_answers_do_not(built):
+    _, _, runs = built
+    o = _recs(runs["oracle"])
+    assert o[HIT]["transitions"]["f1"] == 1.0
+    assert {d["type"] for d in o[HIT]["transitions"]["detected"]} == {"contact_init", "elastic_rebound", "contact_break"}
+    # the fall ends 18 ms after its second impact: that rebound has no frame to show it, the rest is found
+    fall = o[FALL]["transitions"]
+    assert fall["n_gt"] == 6 and fall["tp"] == 5 and fall["n_pred"] == 5
+    assert fall["per_type"]["projectile_apex"]["tp"] == 1 and fall["per_type"]["landing"]["tp"] == 2
+    for kind in ("static", "blank"):
+        for r in _recs(runs[kind]).values():
+            assert r["transitions"]["tp"] == 0 and r["transitions"]["f1"] == 0.0, (kind, r["case_id"])
+    row = {k: json.loads((v.out / "summary.json").read_text()) for k, v in runs.items()}
+    assert row["oracle"]["table_row"]["Trans."] == pytest.approx((1.0 + 10 / 11) / 2)
+    assert row["static"]["table_row"]["Trans."] == 0.0 and row["blank"]["table_row"]["Trans."] == 0.0
+    assert row["oracle"]["transitions"]["pooled"]["overall"]["tp"] == 3 * (3 + 5)     # 3 rollouts each
+    md = (runs["oracle"].out / "table.md").read_text()
+    assert "| Real | Trans. |" in md and f"{row['oracle']['table_row']['Trans.']:.3f}" in md
+
+
+def test_records_and_summary_validate_and_old_records_still_do(built):
+    _, _, runs = built
+    rec = _recs(runs["oracle"])[FALL]
+    assert schema_errors(rec, "eval_record.schema.json") == []
+    assert schema_errors(json.loads((runs["oracle"].out / "summary.json").read_text()), "eval_summary.schema.json") == []
+    old = {k: v for k, v in rec.items() if k != "transitions"}
+    old["provenance"] = {k: v for k, v in rec["provenance"].items() if k != "fuse_transitions"}
+    assert schema_errors(old, "eval_record.schema.json") == []
+    bad = dict(rec, transitions={"f1": 2.0})
+    assert schema_errors(bad, "eval_record.schema.json") != []
+
+
+def test_fusion_only_when_asked_and_resume_refuses_the_other_setting(built):
+    ds, root, runs = built
+    out = root / "res_static_fused"
+    fused = run_evaluation(RunOptions(str(ds), str(root / "pred_static"), str(out), judge="none",
+                                      subtracks=("deduction",), progress=False, fuse_transitions=True))
+    plain, both = _recs(runs["static"]), _recs(fused)
+    for cid in (FALL, HIT):
+        assert "transition_f1" not in plain[cid]["metrics"]
+        assert both[cid]["metrics"]["transition_f1"] == 0.0 and both[cid]["provenance"]["fuse_transitions"] is True
+        # F1 = 0 joins the physics group: the frozen answer scores lower than under the paper's rule
+        assert both[cid]["score"] < plain[cid]["score"]
+        assert both[cid]["metrics"]["spatial_iou"] == plain[cid]["metrics"]["spatial_iou"]
+    with pytest.raises(RecordLogError, match="fuse_transitions"):
+        run_evaluation(RunOptions(str(ds), str(root / "pred_static"), str(out), judge="none",
+                                  subtracks=("deduction",), progress=False))
+
+
+def test_bad_input_gets_a_reason(built):
+    from dataclasses import replace
+
+    from orchard_eval.apt.answers import score_answer
+    from orchard_eval.apt.detect import detect_transitions
+    from orchard_eval.canonical import DeductionPacket
+
+    ds, _, _ = built
+    case = load_dataset(str(ds)).cases[FALL]
+    pk = DeductionPacket("video", tuple(case.timestamps), [None] * len(case.timestamps), [None] * len(case.timestamps))
+    assert score_answer(replace(case, events=None), pk, [], None)[1].endswith("no events.json")
+    assert "not segmented" in score_answer(case, pk, None, None)[1]
+    # nothing located anywhere: too few frames, a reason
+    tr, note = score_answer(case, pk, [None] * len(case.timestamps), None)
+    assert tr is None and "fewer than three" in note
+    nan = ObjectTracks(np.arange(5) / 24, {"body": np.full((5, 3), np.nan)}, {"body": np.full((5, 3), np.nan)})
+    assert detect_transitions(case, nan) == []

@@ -129,3 +129,30 @@ def test_vlm_answerer_against_a_loopback_endpoint(docs, tmp_path, monkeypatch):
         server.close()
     assert parse_answer("I think not. no.") is False and parse_answer("yes or no?") is None
     assert parse_answer('{"answer":"Yes"}') is True and parse_answer("") is None
+
+
+def test_measured_answerer_reads_the_answer_video(docs, tmp_path):
+    """`questions answer`: the oracle's video (the GT itself) answers nearly every question right from
+    the tracks measured in it; the input held still answers far fewer (only what holds at rest)."""
+    import json
+
+    from orchard_eval.baselines import write_baseline
+    from orchard_eval.cli import main
+
+    ds, d = docs
+    qdir = tmp_path / "q"
+    for cid, doc in d.items():
+        (qdir / cid).mkdir(parents=True)
+        (qdir / cid / "questions.json").write_text(json.dumps(doc))
+    acc = {}
+    for kind in ("oracle", "static"):
+        pred = tmp_path / kind
+        write_baseline(kind, ds, pred, protocol="video", num_rollouts=1)
+        out = tmp_path / f"{kind}.json"
+        assert main(["questions", "answer", "--cases", str(ds.root), "--questions", str(qdir),
+                     "--predictions", str(pred), "--out", str(out)]) == 0
+        doc = json.loads(out.read_text())
+        assert doc["problems"] == [] and doc["answerer"].startswith("programmatic/measured")
+        acc[kind] = score_answers(d, doc["answers"])["overall"]["accuracy"]
+    assert acc["oracle"] >= 0.9, acc
+    assert acc["static"] <= acc["oracle"] - 0.2, acc

@@ -1,6 +1,6 @@
 """Programmatic answerer: decides each question from measured tracks (+ events). The seam is
-`answer_questions(doc, tracks, events)`: the oracle passes the case's GT tracks; a measured answer
-passes `orchard_eval.tracks.answer_tracks(case, packet)` once that exists — one line to change."""
+`answer_questions(doc, tracks, events)`: the oracle passes the case's GT tracks and events; the
+measured answerer (`measured.py`) the tracks and transitions measured in an answer video."""
 from __future__ import annotations
 
 import math

@@ -48,6 +48,16 @@ def run(a) -> int:
         write_json_atomic(Path(a.out), {"answerer": "programmatic/gt-tracks", "answers": answers}, sort_keys=True)
         print(f"oracle answers for {len(answers)} case(s) -> {a.out}")
         return 0
+    if a.questions_command == "answer":
+        from .measured import measured_answers
+
+        answers, problems = measured_answers(a.cases, docs, a.predictions, a.rollout)
+        write_json_atomic(Path(a.out), {"answerer": f"programmatic/measured:{Path(a.predictions).name}",
+                                        "rollout": a.rollout, "answers": answers, "problems": problems}, sort_keys=True)
+        for line in problems:
+            print(f"  {line}")
+        print(f"measured answers for {len(answers)} case(s), {len(problems)} problem(s) -> {a.out}")
+        return 0
     if a.questions_command == "ask":
         from .vlm import ask_all
 
@@ -83,6 +93,12 @@ def add_parser(sub) -> None:
     o.add_argument("--cases", required=True, metavar="DATASET")
     o.add_argument("--questions", required=True, metavar="DIR")
     o.add_argument("--out", required=True, metavar="ANSWERS_JSON")
+    m = qs.add_parser("answer", help="answer the questions from tracks measured in a submission's Deduction videos")
+    m.add_argument("--cases", required=True, metavar="DATASET")
+    m.add_argument("--questions", required=True, metavar="DIR")
+    m.add_argument("--predictions", required=True, metavar="PRED_DIR")
+    m.add_argument("--rollout", type=int, default=0)
+    m.add_argument("--out", required=True, metavar="ANSWERS_JSON")
     k = qs.add_parser("ask", help="answer the questions with an OpenAI-compatible VLM (prior + question-aware "
                                   "frames of the GT video, or of a model's Deduction answer), then score")
     k.add_argument("--cases", required=True, metavar="DATASET")

@@ -39,7 +39,9 @@ def pure_decode(path: Path) -> float:
     return time.perf_counter() - t0
 
 
-def make_predictions(ds_root: Path, pred: Path, size: tuple[int, int], seconds: float, rollouts: int) -> None:
+def make_predictions(ds_root: Path, pred: Path, size: tuple[int, int], seconds: float, rollouts: int,
+                     shade: int = 0) -> None:
+    """`shade` brightens every answer frame: another "model" whose answers no cache has seen."""
     import cv2
 
     ds = load_dataset(ds_root)
@@ -55,7 +57,7 @@ def make_predictions(ds_root: Path, pred: Path, size: tuple[int, int], seconds: 
                 img = case.image(st) if case.has(st) else case.image("condition_frame")
                 if img is None:
                     img = case.image("condition_frame")
-                frames = [cv2.resize(img, size)] * 47 + [cv2.resize(np.clip(img.astype(int) + r, 0, 255)
+                frames = [cv2.resize(img, size)] * 47 + [cv2.resize(np.clip(img.astype(int) + r + shade, 0, 255)
                                                                     .astype(np.uint8), size)]
                 encode_video(d / st / f"rollout_{r:02d}.mp4", frames)
             # deduction: the GT motion resampled to n_pred physics frames at the prediction size
@@ -63,8 +65,8 @@ def make_predictions(ds_root: Path, pred: Path, size: tuple[int, int], seconds: 
             for k in range(n_pred + 1):
                 i = min(int(round(k / n_pred * (n_gt - 1))), n_gt - 1)
                 f = cv2.resize(gt[i], size, interpolation=cv2.INTER_LINEAR)
-                if r:
-                    f = np.clip(f.astype(np.int16) + r, 0, 255).astype(np.uint8)
+                if r + shade:
+                    f = np.clip(f.astype(np.int16) + r + shade, 0, 255).astype(np.uint8)
                 frames.append(f)
             encode_video(d / "deduction" / f"rollout_{r:02d}.mp4", frames)
 
@@ -76,6 +78,9 @@ def main() -> None:
     ap.add_argument("--pred-seconds", type=float, default=5.0)
     ap.add_argument("--rollouts", type=int, default=2)
     ap.add_argument("--judge", default="none", help="judge to score with (default none: objective-only)")
+    ap.add_argument("--shade", type=int, default=0,
+                    help="brighten every answer by this many levels: answers new to the judge's OCR store, "
+                         "whose references a previous run may hold (a second model's run)")
     args = ap.parse_args()
     size = tuple(int(x) for x in args.pred_size.split("x"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,7 +97,7 @@ def main() -> None:
             syn.write_index(ds_root, cids, "orchard")
         pred = tmp / "pred"
         t0 = time.perf_counter()
-        make_predictions(ds_root, pred, size, args.pred_seconds, args.rollouts)
+        make_predictions(ds_root, pred, size, args.pred_seconds, args.rollouts, args.shade)
         print(f"wrote predictions ({size[0]}×{size[1]}, Deduction {args.pred_seconds:g} s at 24 fps) "
               f"in {time.perf_counter() - t0:.1f} s")
         scorer: Scorer = build_scorer(str(ds_root), str(pred), args.judge, None, "paper", "classical")

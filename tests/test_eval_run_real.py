@@ -97,7 +97,7 @@ def test_tables_in_paper_column_order(results, tmp_path):
     assert main(["table", *(str(results[k]) for k in ("oracle", "static", "blank")),
                  "--out", str(tmp_path / "t")]) == 0
     head = (tmp_path / "t.md").read_text().splitlines()[0]
-    assert head == "| Model | Mode | Prompts | Avg. | P-T | P-G | F-T | F-G | Ded. | Grav. | Mom. | N1 | Multi | Sim. | Real |"
+    assert head == "| Model | Mode | Prompts | Avg. | P-T | P-G | F-T | F-G | Ded. | Grav. | Mom. | N1 | Multi | Sim. | Real | Trans. |"
     rows = (tmp_path / "t.csv").read_text().splitlines()
     assert rows[0] == "Model,Mode,Protocol,Prompts," + ",".join(COLUMNS)
     assert [r.split(",")[0] for r in rows[1:]] == ["oracle", "static", "blank"]

@@ -82,13 +82,12 @@ def _gt_frames(case: EvalCase, indices: list[int]) -> dict[int, np.ndarray]:
     return dict(zip(indices, case.gt_frames(indices)))
 
 
-def _answer_frames(case: EvalCase, predictions: Path, times: list[float]) -> dict[float, np.ndarray]:
+def _answer_frames(case: EvalCase, sub, times: list[float]) -> dict[float, np.ndarray]:
     """The frames of the model's Deduction answer (rollout 0) at the physical times, at GT size (an
     image-protocol answer has keyframes at the case's timestamps only: other times are missing)."""
     from ..canonical import canonical_deduction
-    from ..predictions import load_submission, rollout_path
+    from ..predictions import rollout_path
 
-    sub = load_submission(predictions)
     pk = canonical_deduction(case, rollout_path(sub, case.case_id, "deduction", 0), sub.protocol, times=times)
     if pk.error:
         raise ValueError(pk.error)
@@ -118,6 +117,10 @@ def ask_all(cases: str, docs: dict[str, dict], out: str | Path, model: str, base
     cache = JudgeCache(cache_dir if cache_dir is not None else out / "cache")
     ds = load_dataset(cases, case_ids=sorted(docs))
     source = "gt" if predictions is None else f"predictions:{Path(predictions).name}"
+    if predictions is not None:
+        from ..predictions import load_submission
+
+        sub = load_submission(predictions)   # read once, not per case
     answers: dict[str, dict[str, bool | None]] = {}
     problems: list[str] = []
     jobs_list = []
@@ -136,7 +139,7 @@ def ask_all(cases: str, docs: dict[str, dict], out: str | Path, model: str, base
                          for q in doc["questions"]}
             else:
                 need_t = sorted({t for q in doc["questions"] for t in q["times"]})
-                got = _answer_frames(case, Path(predictions), need_t)
+                got = _answer_frames(case, sub, need_t)
                 pngs = {t: _png(img) for t, img in got.items() if img is not None}
                 per_q = {q["id"]: [(t, pngs[t]) for t in q["times"] if t in pngs] for q in doc["questions"]}
         except Exception as exc:   # noqa: BLE001 - one unreadable case must not stop the others

@@ -161,3 +161,69 @@ def test_rim_softness_measures_how_far_an_answer_smears_its_objects(sigma):
     noisy = np.clip(cond + np.random.default_rng(0).normal(0, 2, cond.shape), 0, 255).astype(np.uint8)
     assert rim_softness(noisy, ctx, None) == 0.0
 
+
+
+def _ramp_scene(floor):
+    """A teal 'ramp' polygon over `floor` (an RGB triple or an image) under a light sky."""
+    img = np.empty((H, W, 3), np.uint8)
+    img[:] = floor if not isinstance(floor, np.ndarray) else floor
+    img[:70] = (185, 195, 210)
+    cv2.fillPoly(img, [np.array([[150, 300], [150, 80], [460, 290]], np.int32)], (110, 190, 180))
+    return img
+
+
+def test_ground_from_plate_fills_a_hole_with_the_answers_materials_along_the_plates_edges():
+    from types import SimpleNamespace
+
+    from orchard_eval.segment.conditioning import ground_from_plate
+
+    plate = _ramp_scene(textured_plate(1))           # the case: a tiled floor
+    answer = _ramp_scene((235, 225, 205))              # the answer: the same scene on a cream floor
+    hole = np.zeros((H, W), bool)
+    cv2.circle(hole.view(np.uint8), (300, 190), 40, 1, -1)     # across the ramp's sloping rim
+    ctx = SimpleNamespace(background=plate, cache={})
+    filled = ground_from_plate(answer, ctx, hole)
+    err = np.abs(filled.astype(int) - answer.astype(int)).max(axis=2)[hole]
+    assert np.mean(err <= 12) >= 0.95
+    assert (filled[~hole] == answer[~hole]).all()
+    # inpainting from around alone smears the rim: the plate's structure is what makes the fill right
+    smeared = cv2.inpaint(np.where(hole[..., None], 0, answer).astype(np.uint8), hole.astype(np.uint8), 5,
+                          cv2.INPAINT_TELEA)
+    assert np.mean(np.abs(smeared.astype(int) - answer.astype(int)).max(axis=2)[hole] <= 12) < 0.9
+
+
+def test_the_ground_behind_a_body_is_what_it_uncovers_not_a_body_that_arrives_later():
+    from types import SimpleNamespace
+
+    from orchard_eval.segment.conditioning import _behind_input_objects
+
+    plate = textured_plate(2)                          # the case's floor; the answer's is plain cream
+    ground = np.full((H, W, 3), (235, 225, 205), np.uint8)
+    ground[:70] = (185, 195, 210)
+    a = np.zeros((H, W), np.uint8)
+    cv2.circle(a, (300, 200), 25, 1, -1)
+
+    def frame(at_a: bool, b_x: int | None):
+        f = ground.copy()
+        if at_a:
+            f[a > 0] = (120, 200, 210)
+        if b_x is not None:
+            cv2.circle(f, (b_x, 200), 25, (60, 170, 190), -1)
+        return f
+
+    frame0 = frame(True, None)
+    # A leaves at once; B reaches A's place in the third frame and rests there to the end
+    later = [frame(False, None), frame(False, 250), frame(False, 300), frame(False, 300), frame(False, 300),
+             frame(False, 300)]
+    cond = plate.copy()                                # the case's condition frame: A on the case's floor
+    cond[a > 0] = (120, 200, 210)
+    ctx = SimpleNamespace(background=plate, reference_image=cond, reference_masks={"a": a > 0}, cache={},
+                          answer_cache={}, answer_frames=later, input_layer=None)
+    bg = _behind_input_objects(ctx, None, None, frame0, None)
+    err = np.abs(bg.astype(int) - ground.astype(int)).max(axis=2)
+    assert np.mean(err[a > 0] <= 12) >= 0.98
+    far = ~(cv2.dilate(a, np.ones((15, 15), np.uint8)) > 0)
+    assert (bg[far] == ground[far]).all()
+    # a median over the frames takes B, which rests there longest, for the ground
+    med = np.median(np.stack([frame0] + later), axis=0)
+    assert np.mean(np.abs(med - ground).max(axis=2)[a > 0] <= 12) < 0.5

@@ -34,6 +34,7 @@ BLUR_STEPS = (0.6, 1.0, 1.5, 2.2)   # Gaussian σ (pixels) an answer's softness 
 BLUR_EXPLAINS = 0.8
 BACKGROUND_LEVELS = 24       # RGB levels (largest channel) a background pixel may differ by and still be the case's
 RIM_INTERIOR_AGREES = 0.9   # share of an object's interior frame 0 must show as the condition frame does
+GROUND_LEVELS = 2 * BACKGROUND_LEVELS   # how far the ground behind a body may be from `ground_from_plate`'s estimate
 BACKGROUND_CHANGED = 0.2     # share of frame 0's background beyond that: the answer shows another background
 
 
@@ -130,16 +131,23 @@ class AnswerReference:
     softness: float = 0.0      # how far the answer smears the objects' rims (`rim_softness`)
 
 
-def t0_region(ctx) -> np.ndarray:
-    """Where the condition frame shows the objects and their shadows (grown by 4 px): what the
-    plate shows there is not what an answer's frame 0 shows."""
+def t0_objects(ctx) -> np.ndarray:
+    """Where the condition frame shows the objects and their shadows (grown by 4 px)."""
     def make():
         plate, cond = ctx.background, ctx.reference_image
         region = np.abs(cond.astype(np.int16) - plate.astype(np.int16)).max(axis=2) > 10
         for m in ctx.reference_masks.values():
             if m is not None and m.shape == region.shape:
                 region |= m
-        region = cv2.dilate(region.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
+        return cv2.dilate(region.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
+    return _cached(ctx, "t0_objects", make)
+
+
+def t0_region(ctx) -> np.ndarray:
+    """`t0_objects` and the input's annotation layer (grown by 2 px): what the plate shows there
+    is not what an answer's frame 0 shows."""
+    def make():
+        region = t0_objects(ctx).copy()
         if ctx.input_layer is not None:
             region |= cv2.dilate(ctx.input_layer.drawn.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
         return region
@@ -179,7 +187,10 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
             fill = fill | (d > BACKGROUND_LEVELS)
             own[fill] = plate[fill]
         else:
-            own = _seen_later(ctx, marks, curve, fill, out)
+            if _shows_input_objects(out, ctx, hidden):
+                own = _behind_input_objects(ctx, marks, curve, out, hidden)
+            else:
+                own = _seen_later(ctx, marks, curve, fill, out)
             notes.append("the answer's background is not the case's: its own is used")
         soft = rim_softness(out, ctx, hidden)
         if soft:
@@ -187,6 +198,22 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
         ref = AnswerReference(curve, own, changed, out, notes, registration=reg0, softness=soft)
     ctx.answer_cache["reference"] = ref
     return ref
+
+
+def _shows_input_objects(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> bool:
+    """Whether the answer's frame 0 (in the case's camera and photometry) shows every object of the
+    condition frame where the condition frame shows it: each object's interior agrees within
+    BACKGROUND_LEVELS on RIM_INTERIOR_AGREES of its pixels (not hidden)."""
+    cond = ctx.reference_image
+    parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
+    if not parts:
+        return False
+    diff = np.abs(frame0.astype(np.int16) - cond.astype(np.int16)).max(axis=2)
+    for _, interior in parts:
+        inside = interior if hidden is None else interior & ~hidden
+        if inside.sum() < 10 or np.mean(diff[inside] <= BACKGROUND_LEVELS) < RIM_INTERIOR_AGREES:
+            return False
+    return True
 
 
 def rim_softness(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
@@ -249,16 +276,7 @@ def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.
     where frame 0 showed the objects, their shadows or drawn labels (`fill`), the median over the
     frames that no longer show frame 0 there (the objects left), and where every frame still shows
     frame 0 there, the bodies inpainted from around (a body that never moves)."""
-    stack, valid = [frame0], [np.zeros(frame0.shape[:2], bool)]
-    start = ctx.answer_cache.get("frame0_registration")
-    for f in ctx.answer_frames:
-        v, hid, _ = _to_case_camera(f, ctx, marks, [], start)
-        if curve is not None:
-            v = apply_inverse(v, curve)
-        stack.append(v)
-        left = np.abs(v.astype(np.int16) - frame0.astype(np.int16)).max(axis=2) > BACKGROUND_LEVELS
-        valid.append(left if hid is None else left & ~hid)
-    S = np.stack(stack)
+    S, V = _later_frames(ctx, marks, curve, frame0)
     out = np.median(S, axis=0).astype(np.uint8)
     # what no frame shows: the objects at t = 0 inpainted from around; a shadow or a label there
     # keeps the median (a shadow is darker ground, not a body)
@@ -269,16 +287,124 @@ def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.
     bodies = (cv2.dilate(bodies.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0) & fill
     inpainted = cv2.inpaint(out, bodies.astype(np.uint8), 3, cv2.INPAINT_TELEA)
     out[bodies] = inpainted[bodies]
-    if len(stack) < 3:
+    if len(S) < 3:
         return out
+    med = _valid_median(S, V)
+    use = fill & (V.sum(axis=0) >= max(2, (len(S) - 1) // 3))
+    out[use] = np.clip(med[use], 0, 255).astype(np.uint8)
+    return out
+
+
+def _later_frames(ctx, marks: Landmarks | None, curve: ToneCurve | None, frame0: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Frame 0 and the answer's frames in the case's camera and photometry, stacked, and per frame
+    the pixels where it no longer shows frame 0 (and shows the scene: not outside a moved view)."""
+    stack, valid = [frame0], [np.zeros(frame0.shape[:2], bool)]
+    start = ctx.answer_cache.get("frame0_registration")
+    for f in ctx.answer_frames:
+        v, hid, _ = _to_case_camera(f, ctx, marks, [], start)
+        if curve is not None:
+            v = apply_inverse(v, curve)
+        stack.append(v)
+        left = np.abs(v.astype(np.int16) - frame0.astype(np.int16)).max(axis=2) > BACKGROUND_LEVELS
+        valid.append(left if hid is None else left & ~hid)
+    return np.stack(stack), np.stack(valid)
+
+
+def _valid_median(S: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """Per pixel the median of the stacked frames `S` over the frames `V` marks (NaN where none)."""
     F = S.astype(np.float32)
-    V = np.stack(valid)
     F[~V] = np.nan
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)     # pixels no frame shows: all-NaN, left out below
-        med = np.nanmedian(F, axis=0)
-    use = fill & (V.sum(axis=0) >= max(2, (len(stack) - 1) // 3))
-    out[use] = np.clip(med[use], 0, 255).astype(np.uint8)
+        warnings.simplefilter("ignore", RuntimeWarning)     # pixels no frame shows: all-NaN
+        return np.nanmedian(F, axis=0)
+
+
+PLATE_CLUSTERS = 12     # colour classes of the plate that `ground_from_plate` maps one by one
+
+
+def plate_classes(ctx) -> np.ndarray:
+    """Per pixel of the clean plate its colour class (k-means in Lab, PLATE_CLUSTERS classes, fixed
+    seed), once per case: the plate's regions — sky, floor squares, a ramp's faces, fixture shadows."""
+    def make():
+        from scipy.cluster.vq import kmeans2, vq
+
+        lab = cv2.cvtColor(ctx.background, cv2.COLOR_RGB2Lab).reshape(-1, 3).astype(np.float64)
+        sample = np.unique(lab[::7], axis=0)
+        n = min(PLATE_CLUSTERS, len(sample))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # a class k-means leaves empty is simply not used
+            centres, _ = kmeans2(sample, n, minit="++", seed=0)
+        return vq(lab, centres)[0].reshape(ctx.background.shape[:2]).astype(np.int32)
+    return _cached(ctx, "plate_classes", make)
+
+
+def ground_from_plate(image: np.ndarray, ctx, hole: np.ndarray) -> np.ndarray:
+    """`image` with its `hole` filled by what the clean plate shows there, in the image's own
+    colours: each hole pixel takes the mean colour of the image's pixels outside the hole that are
+    of the same plate colour class (`plate_classes`) within a window wider than the hole. The fill
+    follows the plate's edges — a ramp's rim, the horizon, a fixture's shadow — whatever material
+    the answer gave each region; a class with no such pixel nearby falls back to the image
+    inpainted from around."""
+    dist = cv2.distanceTransform(hole.astype(np.uint8), cv2.DIST_L2, 3)
+    r = int(2 * float(dist.max())) + 8
+    k = (2 * r + 1, 2 * r + 1)
+    classes = plate_classes(ctx)
+    out = cv2.inpaint(image, hole.astype(np.uint8), 5, cv2.INPAINT_TELEA)
+    known = ~hole
+    ys, xs = np.nonzero(hole)
+    for c in np.unique(classes[hole]):
+        m = (known & (classes == c)).astype(np.float32)
+        den = cv2.boxFilter(m, cv2.CV_32F, k, normalize=False, borderType=cv2.BORDER_CONSTANT)
+        sel = classes[ys, xs] == c
+        y, x = ys[sel], xs[sel]
+        ok = den[y, x] > 0.5
+        if not ok.any():
+            continue
+        for ch in range(3):
+            num = cv2.boxFilter(image[..., ch].astype(np.float32) * m, cv2.CV_32F, k, normalize=False,
+                                borderType=cv2.BORDER_CONSTANT)
+            out[y[ok], x[ok], ch] = np.clip(np.rint(num[y[ok], x[ok]] / den[y[ok], x[ok]]), 0, 255).astype(np.uint8)
+    return out
+
+
+def _behind_input_objects(ctx, marks: Landmarks | None, curve: ToneCurve | None, frame0: np.ndarray,
+                          hidden: np.ndarray | None) -> np.ndarray:
+    """The answer's own background when it is not the case's but its frame 0 shows the input scene
+    (`_shows_input_objects`): frame 0 itself, except in the hole where it shows the objects, their
+    shadows or drawn layers. There, per pixel, of the later frames that show something else than
+    frame 0 (the bodies left), the median of those closest to the ground expected there — the
+    plate in the answer's colours (`ground_from_plate`) — within BACKGROUND_LEVELS of the closest:
+    the ground a body uncovers is seen at one value, another body that arrives there or its shadow
+    at another. Where no frame uncovers a pixel: under the bodies frame 0 inpainted
+    from around (a body that never moves hides nothing a segmentation needs; the inpainting only
+    has to be smooth at its rim), elsewhere (a shadow, a label) frame 0."""
+    hole = t0_objects(ctx) if hidden is None else t0_objects(ctx) | hidden
+    out = frame0.copy()
+    if not hole.any():
+        return out
+    around = ground_from_plate(frame0, ctx, hole)
+    # what no frame uncovers keeps frame 0 (a shadow or a label there is darker ground, not a
+    # body), except under the bodies themselves
+    bodies = np.zeros(hole.shape, bool)
+    for m in ctx.reference_masks.values():
+        if m is not None and m.shape == bodies.shape:
+            bodies |= m
+    bodies = (cv2.dilate(bodies.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0) & hole
+    out[bodies] = cv2.inpaint(frame0, bodies.astype(np.uint8), 3, cv2.INPAINT_TELEA)[bodies]
+    S, V = _later_frames(ctx, marks, curve, frame0)
+    S, V = S[:, hole], V[:, hole]                      # (frames, hole pixels, 3) and (frames, hole pixels)
+    D = np.abs(S.astype(np.int16) - around[hole].astype(np.int16)[None]).max(axis=2)
+    D[~V] = np.iinfo(np.int16).max
+    dmin = D.min(axis=0, keepdims=True)
+    # the closest values are the ground only when they are near what is expected (else no frame
+    # uncovers the pixel: the bodies there only change places)
+    member = V & (D <= dmin + BACKGROUND_LEVELS) & (dmin <= GROUND_LEVELS)
+    med = _valid_median(S, member)
+    use = member.any(axis=0)      # one frame will do: the answer may be sampled at a few times only
+    values = out[hole]
+    values[use] = np.clip(med[use], 0, 255).astype(np.uint8)
+    out[hole] = values
     return out
 
 
@@ -364,10 +490,10 @@ def single_frame_background(image: np.ndarray, ctx, hidden: np.ndarray | None, l
         region |= likely_object(image).astype(np.uint8)
     if hidden is not None:
         region |= hidden.astype(np.uint8)
-    region = cv2.dilate(region, np.ones((7, 7), np.uint8))
+    region = cv2.dilate(region, np.ones((7, 7), np.uint8)) > 0
     if not region.any():
         return image
-    return cv2.inpaint(image, region, 5, cv2.INPAINT_TELEA)
+    return ground_from_plate(image, ctx, region)
 
 
 def blurred_plate(ctx, sigma: float) -> np.ndarray:

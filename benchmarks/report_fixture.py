@@ -39,6 +39,9 @@ def main() -> None:
     own = {(r["case_id"], r["subtrack"], r["rollout"]): r for r in src}
     any_of = {(r["subtrack"], r["rollout"]): r for r in src}
     ds = load_dataset(a.dataset)
+    # the fixture covers DATASET, so its provenance names it (the report finds cases through it)
+    where = {"dataset": str(Path(a.dataset).resolve()),
+             "dataset_sha256": hashlib.sha256(Path(a.dataset, "dataset.json").read_bytes()).hexdigest()}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     memo: dict = {}
@@ -48,6 +51,8 @@ def main() -> None:
             for (st, ro), tmpl in sorted(any_of.items()):
                 rec = json.loads(json.dumps(own.get((cid, st, ro), tmpl)))
                 rec.update(case_id=cid, task=case.task, pillar=case.pillar)
+                if isinstance(rec.get("provenance"), dict):
+                    rec["provenance"].update(where)
                 rel = f"cases/{cid}/{st}/rollout_{ro:02d}.mp4"
                 p = Path(a.pred) / rel
                 art = rec.setdefault("artifact", {})
@@ -60,6 +65,8 @@ def main() -> None:
                 f.write(json.dumps(rec) + "\n")
                 n += 1
     summary = json.loads(Path(a.source, "summary.json").read_text())
+    if isinstance(summary.get("provenance"), dict):
+        summary["provenance"].update(where)
     summary.setdefault("counts", {}).update(expected_responses=n, cases=len(ds.cases), records=n)
     # the per-case means of the source run, for every case (the report takes its expected cases from here)
     means = summary.get("cases") or {}

@@ -1,8 +1,7 @@
 """Answer analytic-derived questions from the MuJoCo engine trajectories (gt/states.npz engine/*): a
 second, independent source of tracks. Usage: benchmarks/questions_engine_oracle.py DATASET QUESTIONS_DIR"""
 import sys
-import json, numpy as np
-from pathlib import Path
+import numpy as np
 from orchard_eval.cases import load_dataset, ObjectTracks
 from orchard_eval.questions import answer_questions, score_answers
 from orchard_eval.questions.commands import read_questions

@@ -105,26 +105,6 @@ def _fade(a: np.ndarray, b: np.ndarray, n: int) -> list[np.ndarray]:
     return out
 
 
-def _gt_video_file(case: EvalCase) -> Path | None:
-    if case.layout == "orchard":
-        rel = case.extra.get("artifacts", {}).get("video")
-        if rel:
-            p = case.path / rel
-            return p if p.is_file() else None
-    else:
-        meta = getattr(case.assets, "meta", None)
-        gv = meta.get("gt_video") if isinstance(meta, dict) else None
-        if gv:
-            from .paths import UnsafePathError, safe_join
-
-            try:
-                p = safe_join(case.path, gv)
-            except UnsafePathError:
-                return None
-            return p if p.is_file() else None
-    return None
-
-
 def formula_text_image(case: EvalCase) -> np.ndarray | None:
     """A three-line F-T answer drawn from the answer key (letter, formula, substituted formula) for
     layouts that ship no F-T reference image."""
@@ -223,7 +203,7 @@ def _write_one(kind: str, case: EvalCase, st: str, d: Path, protocol: str) -> Pa
         return p
     p = d / "rollout_00.mp4"
     if kind == "oracle":
-        src = _gt_video_file(case)
+        src = case.gt_video_file()
         if src is not None:
             shutil.copyfile(src, p)
             return p

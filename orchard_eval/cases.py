@@ -219,6 +219,22 @@ class EvalCase:
     def clean_plate(self) -> np.ndarray | None:
         return self.image("clean_plate") if self.has("clean_plate") else None
 
+    def gt_video_file(self) -> Path | None:
+        """The case's GT video file (Orchard: the `video` artifact; Apple-PI-GT: the metadata's
+        `gt_video`), inside the case directory; None when it has none or the path escapes."""
+        if self.layout == "orchard":
+            rel = self.extra.get("artifacts", {}).get("video")
+        else:
+            meta = getattr(self.assets, "meta", None)
+            rel = meta.get("gt_video") if isinstance(meta, dict) else None
+        if not rel:
+            return None
+        try:
+            p = safe_join(self.path, rel)
+        except UnsafePathError:
+            return None
+        return p if p.is_file() else None
+
     def object_tracks(self) -> ObjectTracks | None:
         return None if self.assets is None else self.assets.object_tracks()
 

@@ -38,14 +38,6 @@ def gt_chain_doc(case: EvalCase) -> dict:
                             for e in events]}
 
 
-def _gt_video(case: EvalCase) -> Path | None:
-    rel = case.extra.get("artifacts", {}).get("video") if case.layout == "orchard" else None
-    if not rel:
-        return None
-    p = safe_join(case.path, rel)
-    return p if p.is_file() else None
-
-
 def case_dir(out: Path, case_id: str) -> Path:
     return safe_join(out, f"cases/{case_id}")
 
@@ -61,7 +53,7 @@ def export_case(case: EvalCase, out: Path, n_frames: int) -> dict:
     if case.events is None:
         raise CaseFormatError(f"{case.case_id}: the case has no events.json (no GT chain)")
     final = case_dir(out, case.case_id)
-    src = _gt_video(case)
+    src = case.gt_video_file() if case.layout == "orchard" else None
     if src is not None:
         # decoded here rather than through the case's frame cache, which would keep every case's
         # frames alive for the whole export (gigabytes over 400 cases)

@@ -12,10 +12,8 @@ image-space ideal) and `combined` (both).
 """
 from __future__ import annotations
 
-import math
 import zlib
-from dataclasses import dataclass, field, replace
-from typing import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 

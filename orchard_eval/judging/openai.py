@@ -215,7 +215,7 @@ class OpenAIJudge:
                 else:
                     return text
             except sdk.RateLimitError as exc:
-                last = f"HTTP 429 (rate limited)"
+                last = "HTTP 429 (rate limited)"
                 retry_after = _retry_after(exc)
             except sdk.APITimeoutError:
                 last = "timeout"

@@ -1055,7 +1055,6 @@ class ProgrammaticJudge:
         gt = case.reference_object_masks("formulation_graphic")
         if ref is None or not gt:
             raise ValueError("the case has no Formulation-Graphic reference and masks")
-        states = {s.id: s for s in case.target_state}
         layer = R.fg_layer or {}
         layer_boxes = [l["box"] for l in layer.get("labels", [])]
         layer_arrows = {a.get("object_id"): a for a in layer.get("arrows", [])}
@@ -1361,7 +1360,7 @@ class ProgrammaticJudge:
         rem = [p["removed"] for p in per if p["removed"] is not None]
         cons = float(np.mean([p["consistency"] for p in per]))
         # consistency over time: the answer/GT area ratio should not jump between frames
-        smooth, stab = [], []
+        smooth = []
         for o in case.objects:
             ca = [p["centroids"].get(o.id) for p in per]
             cg = [p["gt_centroids"].get(o.id) for p in per]

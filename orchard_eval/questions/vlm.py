@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -72,14 +71,13 @@ def _png(img: np.ndarray) -> bytes:
 
 
 def _gt_frames(case: EvalCase, indices: list[int]) -> dict[int, np.ndarray]:
-    from ..apt.export import _gt_video
     from ..media import read_video_frames
 
-    src = _gt_video(case)
+    src = case.gt_video_file()
     if src is not None:
         frames, _ = read_video_frames(src, indices)
         return frames
-    return dict(zip(indices, case.gt_frames(indices)))
+    return case.gt_frames(indices)
 
 
 def _answer_frames(case: EvalCase, sub, times: list[float]) -> dict[float, np.ndarray]:

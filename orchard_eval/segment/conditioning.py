@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from .overlay import InputLayer, answer_overlay_mask
+from .overlay import answer_overlay_mask
 from .photometry import ToneCurve, apply_inverse, fit_tone_curve
 from .registration import Landmarks, Registration, aspect_start, grey, landmarks, opencv_affine, register
 

@@ -227,3 +227,17 @@ def test_the_ground_behind_a_body_is_what_it_uncovers_not_a_body_that_arrives_la
     # a median over the frames takes B, which rests there longest, for the ground
     med = np.median(np.stack([frame0] + later), axis=0)
     assert np.mean(np.abs(med - ground).max(axis=2)[a > 0] <= 12) < 0.5
+
+
+def test_block_coded_images_are_told_from_renders():
+    from orchard_eval.segment.overlay import blockiness
+
+    # a scene with no edge on the 8-pixel grid: smooth texture, a body at an odd place
+    rng = np.random.default_rng(4)
+    img = cv2.GaussianBlur(rng.integers(0, 255, (H, W, 3)).astype(np.float32), (0, 0), 5)
+    img = np.clip((img - img.mean()) * 6 + 150, 0, 255).astype(np.uint8)
+    cv2.circle(img, (301, 203), 41, (200, 60, 40), -1, lineType=cv2.LINE_AA)
+    buf = cv2.imencode(".jpg", img[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 40])[1]
+    jpeg = cv2.imdecode(buf, cv2.IMREAD_COLOR)[..., ::-1]
+    assert blockiness(img) < 1.2
+    assert blockiness(jpeg) > 1.5

@@ -269,6 +269,15 @@ def _outlines(masks: dict, shape: tuple[int, int]) -> list[tuple[np.ndarray, np.
     return out
 
 
+def _t0_bodies(ctx, within: np.ndarray) -> np.ndarray:
+    """The condition frame's bodies grown by 3 px, inside `within`."""
+    bodies = np.zeros(within.shape, bool)
+    for m in ctx.reference_masks.values():
+        if m is not None and m.shape == bodies.shape:
+            bodies |= m
+    return (cv2.dilate(bodies.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0) & within
+
+
 def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.ndarray, frame0: np.ndarray
                 ) -> np.ndarray:
     """The answer's own background when it is not the case's: per pixel the median over its frames
@@ -280,11 +289,7 @@ def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.
     out = np.median(S, axis=0).astype(np.uint8)
     # what no frame shows: the objects at t = 0 inpainted from around; a shadow or a label there
     # keeps the median (a shadow is darker ground, not a body)
-    bodies = np.zeros(fill.shape, bool)
-    for m in ctx.reference_masks.values():
-        if m is not None and m.shape == bodies.shape:
-            bodies |= m
-    bodies = (cv2.dilate(bodies.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0) & fill
+    bodies = _t0_bodies(ctx, fill)
     inpainted = cv2.inpaint(out, bodies.astype(np.uint8), 3, cv2.INPAINT_TELEA)
     out[bodies] = inpainted[bodies]
     if len(S) < 3:
@@ -386,11 +391,7 @@ def _behind_input_objects(ctx, marks: Landmarks | None, curve: ToneCurve | None,
     around = ground_from_plate(frame0, ctx, hole)
     # what no frame uncovers keeps frame 0 (a shadow or a label there is darker ground, not a
     # body), except under the bodies themselves
-    bodies = np.zeros(hole.shape, bool)
-    for m in ctx.reference_masks.values():
-        if m is not None and m.shape == bodies.shape:
-            bodies |= m
-    bodies = (cv2.dilate(bodies.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0) & hole
+    bodies = _t0_bodies(ctx, hole)
     out[bodies] = cv2.inpaint(frame0, bodies.astype(np.uint8), 3, cv2.INPAINT_TELEA)[bodies]
     S, V = _later_frames(ctx, marks, curve, frame0)
     S, V = S[:, hole], V[:, hole]                      # (frames, hole pixels, 3) and (frames, hole pixels)

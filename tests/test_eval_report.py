@@ -193,14 +193,22 @@ def test_visual_cache_is_reused_and_keyed_by_content(runs, tmp_path):
     entries = sorted((out / "cache").rglob("*.json"))
     # one entry per distinct answer file (identical rollouts share one) and one per Deduction answer
     assert s1["cache_misses"] == len(entries) > 0
-    # the oracle's Deduction entry: its answer speeds match the GT's at the interval midpoints
-    ded = next(json.loads(e.read_text()) for e in entries if '"speed"' in e.read_text())
-    for oid, sp in ded["speed"].items():
-        (gt_t, gt_v), (a_t, a_v) = sp["gt"], sp["answer"]
-        assert len(a_t) == len(load_dataset(root / "ds").cases[CIDS[0]].timestamps) - 1
-        for t, v in zip(a_t, a_v):
-            ref = float(np.interp(t, gt_t, gt_v))
-            assert v is not None and abs(v - ref) <= 0.1 * max(ref, 0.5), (oid, t, v, ref)
+    # the oracle's Deduction entries: its answer speeds match the GT's at the interval midpoints, to
+    # the precision of a mask centroid on these 96 x 64 frames (half a pixel over an interval whose
+    # GT displacement is a few pixels) and 5 % for the back-projection
+    deds = [json.loads(e.read_text()) for e in entries if '"speed"' in e.read_text()]
+    assert len(deds) == len(CIDS)
+    n_times = {len(c.timestamps) for c in load_dataset(root / "ds").cases.values()}
+    for ded in deds:
+        for oid, sp in ded["speed"].items():
+            (gt_t, gt_v), (a_t, a_v) = sp["gt"], sp["answer"]
+            assert len(a_t) + 1 in n_times
+            g = np.asarray(ded["tracks"][oid][0], float)
+            disp = np.linalg.norm(np.diff(g, axis=0), axis=1)
+            for t, v, d in zip(a_t, a_v, disp):
+                ref = float(np.interp(t, gt_t, gt_v))
+                tol = 0.05 * max(ref, 0.5) + ref * 0.5 / max(d, 0.5)
+                assert v is not None and abs(v - ref) <= tol, (oid, t, v, ref, d)
     write_report([res["oracle"]], out, progress=False, predictions=[pred], stats=s2)
     assert s2 == {"cache_hits": s1["cache_hits"] + s1["cache_misses"], "cache_misses": 0}
     assert thumb.read_bytes() == first

@@ -128,11 +128,14 @@ def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
     errors: list[BaseException] = []
     cancel, done = threading.Event(), threading.Event()
 
+    ended = threading.Event()   # the writer has taken the end marker: nothing more will be put
+
     def consume() -> None:
         def rgb_frames():
             while True:
                 item = work.get()
                 if item is None:
+                    ended.set()
                     return
                 if cancel.is_set():  # abandon the encode instead of flushing it: the stage is going away
                     raise _WriterCancelled
@@ -143,7 +146,9 @@ def _render_and_write_passes(renderer, cfg: CaseConfig, poses, stage: Path):
             write_mp4(stage / "gt" / "video.mp4", rgb_frames(), cfg.timing.fps)
         except BaseException as exc:  # reported in the main thread
             errors.append(exc)
-            while work.get() is not None:  # drain so the producer never blocks
+            # drain so the producer never blocks, up to the end marker unless the encoder already
+            # took it (an interruption before frame 0: write_mp4 then fails on an empty stream)
+            while not ended.is_set() and work.get() is not None:
                 pass
         finally:
             done.set()

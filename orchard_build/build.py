@@ -26,7 +26,7 @@ from .io import read_json, replace_dir, write_bytes_atomic, write_json, write_te
 from .materials import MaterialLibrary, load_materials
 from .mechanics import solve
 from .mechanics.types import Trajectory
-from .pool import process_pool
+from .pool import process_pool, removed_if_abandoned
 from .provenance import code_sha256, dependency_versions, provenance
 from .tasks import TASK_NAMES
 
@@ -171,19 +171,20 @@ def build_case(case: PreparedCase, out_root: Path, render: bool = True, allow_qa
     staging_root.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=staging_root, prefix="case-"))
     os.chmod(stage, 0o777 & ~_umask())  # mkdtemp makes the directory private; a case is ordinary data
-    try:
-        artifacts: dict[str, str] = {}
-        for produce in producers_for(render, allow_qa_failures):
-            produce(case, stage, artifacts)
-        diag = stage / "diagnostics.json"
-        prov = provenance(*((read_json(diag)["engine"], read_json(diag)["playback"]) if diag.is_file() else ()))
-        write_json(stage / "case.json", case_doc(case.config, artifacts, prov))
-        final = case_dir(out_root, case.config.case_id)
-        replace_dir(stage, final)
-        return final
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+    with removed_if_abandoned(stage):
+        try:
+            artifacts: dict[str, str] = {}
+            for produce in producers_for(render, allow_qa_failures):
+                produce(case, stage, artifacts)
+            diag = stage / "diagnostics.json"
+            prov = provenance(*((read_json(diag)["engine"], read_json(diag)["playback"]) if diag.is_file() else ()))
+            write_json(stage / "case.json", case_doc(case.config, artifacts, prov))
+            final = case_dir(out_root, case.config.case_id)
+            replace_dir(stage, final)
+            return final
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
 
 
 def write_dataset_index(out_root: Path, name: str = "orchard") -> dict:

@@ -5,21 +5,41 @@ the driver go away: after a `kill -9` of `orchard-build` or `orchard-eval` the w
 idle, holding their memory. Every pool of the project is made here; each worker runs a watchdog
 thread that notices when its parent process is gone, interrupts the task it is running (so its
 `finally` / `except` cleanup runs, e.g. a half-written staging directory is removed) and exits.
+
+An interruption raised at an arbitrary bytecode can leave the interpreter unable to finish that
+cleanup: one that lands inside an import leaves the import lock held, and the next thread to import
+waits forever. So a task also registers what it would leave behind (`removed_if_abandoned`), and a
+worker whose task has not returned `GRACE_S` after the interruption removes it itself and exits.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil   # imported here, not in the watchdog: an import there could wait on a leaked lock
 import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 POLL_S = 0.5      # how often a worker looks for its parent
 GRACE_S = 15.0    # how long an interrupted task may spend cleaning up before the worker exits anyway
 
 _ORPHANED = threading.Event()  # set in a worker once its driver is gone
+_ABANDONED: set[str] = set()   # directories the running task would leave half-written (GIL-atomic set ops)
+
+
+@contextmanager
+def removed_if_abandoned(path: str | Path) -> Iterator[None]:
+    """While the block runs, `path` (a directory the block writes and, on success, moves away) is
+    removed by the worker itself should its driver die and the interrupted block not return."""
+    _ABANDONED.add(str(path))
+    try:
+        yield
+    finally:
+        _ABANDONED.discard(str(path))
 
 
 class _OrphanAwarePool(ProcessPoolExecutor):
@@ -66,4 +86,7 @@ def _watch_parent(parent_pid: int) -> None:
     # a real SIGINT to the main thread: unlike a simulated one it also breaks a blocking sleep or read
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
     time.sleep(GRACE_S)
+    # the task did not return (its cleanup is stuck or still running): remove its debris, then go
+    for path in list(_ABANDONED):
+        shutil.rmtree(path, ignore_errors=True)
     os._exit(1)

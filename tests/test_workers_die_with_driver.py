@@ -45,7 +45,7 @@ def _wait(cond, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _kill_and_expect_orphans_gone(proc: subprocess.Popen, workers: list[int], timeout: float = 20) -> None:
+def _kill_and_expect_orphans_gone(proc: subprocess.Popen, workers: list[int], timeout: float = 30) -> None:
     assert workers, "the driver had started no worker"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -82,6 +82,39 @@ def test_pool_workers_clean_up_and_exit_when_the_driver_dies(tmp_path):
     _kill_and_expect_orphans_gone(proc, workers)
     # the interrupted tasks ran their cleanup before the workers went
     assert sorted(p.name.split("-")[1] for p in tmp_path.glob("cleaned-*")) == sorted(map(str, workers))
+
+
+def test_a_worker_whose_interrupted_task_does_not_return_removes_its_debris_and_exits(tmp_path):
+    """The task swallows the interruption and goes on (as one whose cleanup waits on a lock an
+    interrupted import left held would): after the grace period the worker removes the directory
+    the task registered and exits anyway."""
+    driver = tmp_path / "driver.py"
+    debris = tmp_path / "stage"
+    driver.write_text(textwrap.dedent(f"""
+        import os, time
+        from pathlib import Path
+        from orchard_build.pool import process_pool, removed_if_abandoned
+
+        def stuck(path):
+            Path(path).mkdir()
+            with removed_if_abandoned(path):
+                (Path(path) / "half-written").touch()
+                while True:
+                    try:
+                        time.sleep(600)
+                    except KeyboardInterrupt:
+                        pass
+
+        if __name__ == "__main__":
+            with process_pool(1) as pool:
+                pool.submit(stuck, {str(debris)!r})
+                time.sleep(600)
+    """))
+    proc = subprocess.Popen([sys.executable, str(driver)], env=ENV, stderr=subprocess.DEVNULL)
+    _wait(lambda: (debris / "half-written").exists(), 60, "the task to start")
+    workers = [w for w in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{w}/cmdline").read_text()]
+    _kill_and_expect_orphans_gone(proc, workers)
+    assert not debris.exists()
 
 
 def test_orchard_eval_run_workers_exit_when_the_driver_is_killed(tmp_path):
@@ -174,3 +207,35 @@ def test_an_interrupt_while_waiting_for_the_pass_writer_stops_it_before_the_stag
     shutil.rmtree(stage)
     time.sleep(0.3)
     assert not stage.exists(), sorted(map(str, stage.rglob("*")))
+
+
+def test_an_interrupt_before_the_first_frame_does_not_leave_the_pass_writer_waiting(tmp_path):
+    """The encoder takes the end marker at once and fails on an empty stream; its drain must not
+    then wait for a second marker that never comes (the main thread would wait on it forever)."""
+    import threading
+    from types import SimpleNamespace
+
+    from orchard_build import render_case
+
+    class Interrupted(Exception):
+        pass
+
+    class DeadRenderer:
+        def frames(self, cfg, poses):
+            raise Interrupted
+            yield  # a generator, as a streaming renderer's frames()
+
+    cfg = SimpleNamespace(timing=SimpleNamespace(n_frames=4, fps=30), camera=SimpleNamespace(height=8, width=8))
+    outcome = []
+
+    def run():
+        try:
+            render_case._render_and_write_passes(DeadRenderer(), cfg, None, tmp_path / "case-x")
+        except Interrupted:
+            outcome.append("interrupted")
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(10)
+    assert outcome == ["interrupted"]
+    assert not any(w.name == "orchard-pass-writer" and w.is_alive() for w in threading.enumerate())

@@ -4,7 +4,7 @@ submission layout and scored through `orchard_eval.run.Scorer`.
 
 Asserted: the oracle ≥ 0.98 on every subtrack, the blank baseline ≤ 0.15 where the issue asks it,
 every known-wrong answer the cases carry drops its catching criterion by ≥ 0.5, and the appearance
-changes cost ≤ 0.03 on the subtracks where that target is met today. What the benchmark still misses
+changes (JPEG q75, a 4:3 answer resized back, a slight blur) cost ≤ 0.03 on every image subtrack. What the benchmark still misses
 is listed in KNOWN_MISSES with the reason and documented in docs/judges.md."""
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ KNOWN_MISSES = {
     "static formulation_graphic mean ≤ 0.15": "the input shows the objects, partly in place",
     "static deduction mean ≤ 0.15": "an object at rest, or nearly, is where the input shows it",
 }
-APPEARANCE_PT = ("jpeg_q75 perception_text", "aspect_4x3 perception_text", "blur_0.8px perception_text",
-                 "jpeg_q75 formulation_text")
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +57,8 @@ def test_wrong_answer_is_caught(report, kind):
     assert all(report.met[k] for k in keys), [l for l in report.lines if l.startswith(f"| {kind} ")]
 
 
-def test_appearance_costs_little_on_graphic_subtracks(report):
-    keys = [k for k in report.met if "mean cost" in k and not k.startswith(APPEARANCE_PT)]
+def test_appearance_costs_little(report):
+    keys = [k for k in report.met if "mean cost" in k]
     assert keys
     assert all(report.met[k] for k in keys), [k for k in keys if not report.met[k]]
 

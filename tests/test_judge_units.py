@@ -302,3 +302,37 @@ def test_ocr_runs_one_thread_per_pool_worker_and_honours_the_override(monkeypatc
     assert got["EngineConfig.onnxruntime.intra_op_num_threads"] == 1
     monkeypatch.setenv("ORCHARD_OCR_THREADS", "3")
     assert ocr._thread_params()["EngineConfig.onnxruntime.intra_op_num_threads"] == 3
+
+
+def test_a_ratio_within_the_measurements_own_noise_scores_full():
+    from orchard_eval.judging import measure as ME
+
+    assert ME.log_ratio_score(15, 16, 1.5, within=1 + 1 / 15) == 1.0
+    assert ME.log_ratio_score(15, 16, 1.5) < 0.9                   # without the allowance it costs
+    # beyond the allowance the score still reaches 0 where it did
+    assert ME.log_ratio_score(1.6, 1.0, 1.6, within=1.1) == pytest.approx(0.0, abs=1e-9)
+    assert ME.log_ratio_score(1.3, 1.0, 1.6) < ME.log_ratio_score(1.3, 1.0, 1.6, within=1.1) < 1.0
+
+
+def test_a_pale_shaft_joins_its_arrow_head_but_another_colour_does_not():
+    from orchard_eval.judging import measure as ME
+
+    head = np.zeros((20, 40), bool)
+    head[8:13, 30:35] = True
+    shaft = np.zeros_like(head)
+    shaft[10, 5:30] = True
+    other = np.zeros_like(head)
+    other[2:8, 33] = True                    # touches the head, but is not in `allowed`
+    grown = ME.grown_through(head, head | shaft)
+    assert grown[10, 5] and grown[10, 29] and not grown[2, 33]
+    assert ME.grown_through(head, shaft).sum() == head.sum()      # nothing allowed touches: the seed
+
+
+def test_an_answer_line_is_measured_over_the_references_extent_moved_onto_it():
+    from orchard_eval.judging.programmatic import _measured_box
+
+    ref = (10.0, 20.0, 130.0, 54.0)          # the reference's box takes in the label's frame
+    tight = (14.5, 25.5, 126.5, 49.5)        # a re-coded answer's detector box falls inside it
+    assert _measured_box(tight, ref) == pytest.approx((10.5, 20.5, 130.5, 54.5))
+    larger = (0.0, 10.0, 200.0, 70.0)         # text drawn larger than the reference's is kept whole
+    assert _measured_box(larger, ref) == pytest.approx(larger)

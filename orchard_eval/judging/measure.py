@@ -25,11 +25,13 @@ def ramp(x: float, good: float, bad: float) -> float:
     return clip01((bad - x) / (bad - good)) if bad > good else clip01((x - bad) / (good - bad))
 
 
-def log_ratio_score(a: float, b: float, zero_at: float = 2.0) -> float:
-    """1 when a == b, 0 when one is `zero_at` times the other."""
+def log_ratio_score(a: float, b: float, zero_at: float = 2.0, within: float = 1.0) -> float:
+    """1 while neither is more than `within` times the other (what the measurement itself can move),
+    0 when one is `zero_at` times the other, linear in the log of the ratio between."""
     if a <= 0 or b <= 0:
         return 0.0
-    return clip01(1.0 - abs(math.log(a / b)) / math.log(zero_at))
+    excess = max(0.0, abs(math.log(a / b)) - math.log(max(within, 1.0)))
+    return clip01(1.0 - excess / (math.log(zero_at) - math.log(max(within, 1.0))))
 
 
 def de_white(img: np.ndarray) -> np.ndarray:
@@ -200,6 +202,14 @@ def largest_component(mask: np.ndarray, min_area: int = 6) -> np.ndarray:
     if stats[i, cv2.CC_STAT_AREA] < min_area:
         return np.zeros_like(mask, bool)
     return lab == i
+
+
+def grown_through(seed: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """The components of `allowed` (8-connected) that touch `seed`."""
+    n, lab = cv2.connectedComponents(allowed.astype(np.uint8), connectivity=8)
+    keep = np.unique(lab[seed & allowed])
+    keep = keep[keep > 0]
+    return np.isin(lab, keep) if keep.size else seed.copy()
 
 
 def angle_between(u: np.ndarray, v: np.ndarray) -> float:

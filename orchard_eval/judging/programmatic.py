@@ -36,7 +36,7 @@ from . import mathtext as MT
 from . import measure as ME
 from . import ocr as OCR
 
-VERSION = "1.2.0"   # 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read; 1.1: Deduction reuses the metrics' segmentation
+VERSION = "1.3.0"   # 1.3: P-T text measured over the same pixels both sides, frames dropped, lines re-read, arrows grown by hysteresis; 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read
 NA = NOT_APPLICABLE
 ORANGE = np.array([255, 140, 0], np.uint8)
 
@@ -85,14 +85,20 @@ class RefArrow:
     seed: "RefArrow | None" = None   # what the search starts from (the layer's arrow); None: this one
 
 
+READ_CONFIDENT = 0.9  # share of the reference's OCR confidence that still reads as clearly as it
+ARROW_WEAK_DE = 65.0  # ΔE from an arrow's colour within which ink joined to it still belongs to it
+STROKE_NOISE = 1.1   # ratio of ink mass that lossy coding or a resampling alone gives a text line
+PROPS_PAD = 2   # px around a text box: a frame drawn at the box's edge falls inside whole on both sides
+
+
 def _text_props(img: np.ndarray, box, contrast: float | None = None) -> dict:
     """Ink measures of a text box: colour (median Lab) and height of the thresholded ink, and stroke
     weight from the ink *mass* (each pixel's ΔE from the box's background over the ink contrast,
     clipped to 1), which blur and lossy coding move far less than a thresholded count does. `contrast`: the ΔE of full ink
     (the reference's, so that an answer is weighed on the reference's scale); default: this box's own."""
     H, W = img.shape[:2]
-    x0, y0 = max(0, int(math.floor(box[0]))), max(0, int(math.floor(box[1])))
-    x1, y1 = min(W, int(math.ceil(box[2]))), min(H, int(math.ceil(box[3])))
+    x0, y0 = max(0, int(math.floor(box[0])) - PROPS_PAD), max(0, int(math.floor(box[1])) - PROPS_PAD)
+    x1, y1 = min(W, int(math.ceil(box[2])) + PROPS_PAD), min(H, int(math.ceil(box[3])) + PROPS_PAD)
     if x1 - x0 < 2 or y1 - y0 < 2:
         return {"height": 0.0, "lab": None, "density": 0.0, "sharp": 0.0, "contrast": 0.0}
     patch = img[y0:y1, x0:x1]
@@ -107,6 +113,24 @@ def _text_props(img: np.ndarray, box, contrast: float | None = None) -> dict:
     height = float(ys.max() - ys.min() + 1) if ys.size else 0.0
     return {"height": height, "lab": np.median(lab[inkm], axis=0) if inkm.any() else None,
             "density": float(mass.mean()), "sharp": ME.gradient_energy(patch), "contrast": own}
+
+
+def _other_colours(arrows, arrow) -> list:
+    """The reference colours (Lab) of the arrows other than `arrow`, unlike its own."""
+    own = arrow.shape.lab
+    return [b.shape.lab for b in arrows if b is not arrow and np.linalg.norm(b.shape.lab - own) > 10.0]
+
+
+def _measured_box(found, ref_box):
+    """Where an answer's text line is measured: its detected box together with the reference's box
+    moved onto it. A detector's box moves by a few pixels with the image's coding, and a box edge
+    that cuts through a label's frame or a glyph changes every ink measure; the reference's extent
+    around the same text keeps both sides measured over the same pixels, the detected one takes in
+    text larger than the reference's."""
+    dx = (found[0] + found[2] - ref_box[0] - ref_box[2]) / 2.0
+    dy = (found[1] + found[3] - ref_box[1] - ref_box[3]) / 2.0
+    return (min(found[0], ref_box[0] + dx), min(found[1], ref_box[1] + dy),
+            max(found[2], ref_box[2] + dx), max(found[3], ref_box[3] + dy))
 
 
 def _segment_arrow_ref(ref: np.ndarray, a: dict, label_mask: np.ndarray) -> np.ndarray:
@@ -182,14 +206,16 @@ class CaseRefs:
         label_mask = ME.box_mask(ref.shape, [l["box"] for l in labels], pad=1) if labels else np.zeros(ref.shape[:2], bool)
         arrows: list[RefArrow] = []
         ref_ink, ref_lab = ME.ink(ref), to_lab(ref)
+        seeds: list[RefArrow] = []
         for a in (self.layer or {}).get("arrows", []) if self.layer else []:
             m = _segment_arrow_ref(ref, a, label_mask)
             shp = ME.arrow_shape(m, ref)
-            if shp is None:
-                continue
-            seed = RefArrow("axis" if a.get("kind") == "axis" else "velocity", a.get("object_id"), m, shp)
+            if shp is not None:
+                seeds.append(RefArrow("axis" if a.get("kind") == "axis" else "velocity", a.get("object_id"), m, shp))
+        for seed in seeds:
             # measure the reference exactly as an answer is measured, so identical pixels score 1
-            m2 = ProgrammaticJudge._find_arrow(ref, ref_ink, ref_lab, label_mask, seed, self.diag)
+            m2 = ProgrammaticJudge._find_arrow(ref, ref_ink, ref_lab, label_mask, seed, self.diag,
+                                               _other_colours(seeds, seed))
             shp2 = ME.arrow_shape(m2, ref) if m2 is not None else None
             arrows.append(seed if shp2 is None else RefArrow(seed.kind, seed.object_id, m2, shp2, seed))
         return {"image": ref, "ocr": boxes, "lines": lines, "arrows": arrows, "ink": ME.ink(ref),
@@ -430,11 +456,12 @@ def softened(ref: np.ndarray, luma: float, chroma: float) -> np.ndarray:
 def sharpness_score(answer: float, reference: float) -> float:
     """Readability's sharpness term: an answer down to half the reference's gradient energy is crisp
     enough (lossy coding and resampling soften small text that much), 0 at 0.15 of it; a sharper one
-    (noise, ringing) loses by log-ratio, 0 at 2.5 times."""
+    (noise, ringing) loses by log-ratio beyond the ringing a lossy code adds to text (a quarter), 0 at
+    2.5 times."""
     if answer <= 0 or reference <= 0:
         return 0.0
     r = answer / reference
-    return ME.log_ratio_score(answer, reference, 2.5) if r >= 1 else ME.ramp(r, 0.5, 0.15)
+    return ME.log_ratio_score(answer, reference, 2.5, within=1.25) if r >= 1 else ME.ramp(r, 0.5, 0.15)
 
 
 def _blobs(mask: np.ndarray, min_area: float) -> int:
@@ -709,12 +736,26 @@ class ProgrammaticJudge:
                 used_boxes.append(bx.box)
                 sim = OCR.similarity(l.text, bx.text)
                 c = min(1.0, sim / max(l.ref_sim, 1e-6))
+                kept = OCR.numbers_kept(l.ref_read or l.text, bx.text)
+                conf = bx.score
+                if c < 0.999 or kept < 1.0:
+                    # a second reading of the line alone, magnified, before a glyph or a number is
+                    # called wrong: the full-page pass drops or misreads small glyphs of a re-coded
+                    # image, while a changed value reads changed at any size
+                    again = max(_read_crop(ans, bx.box), key=lambda r: OCR.similarity(l.text, r.text), default=None)
+                    if again is not None:
+                        c2 = min(1.0, OCR.similarity(l.text, again.text) / max(l.ref_sim, 1e-6))
+                        k2 = OCR.numbers_kept(l.text, again.text)
+                        if (k2, c2) > (kept, c):
+                            c, kept, conf = c2, k2, again.score
                 c = 1.0 if c >= 0.999 else c
-                quantities.append(OCR.numbers_kept(l.ref_read or l.text, bx.text))
-                p = _text_props(ans, bx.box, l.props.get("contrast"))
+                quantities.append(kept)
+                p = _text_props(ans, _measured_box(bx.box, l.box), l.props.get("contrast"))
                 content.append(c)
                 pos.append(ME.ramp(math.dist(bx.center, rc), 0.006 * diag, 0.05 * diag))
-                read.append(min(1.0, bx.score / l.ref_conf) * sharpness_score(p["sharp"], l.props["sharp"]) * c)
+                # a reading up to READ_CONFIDENT of the reference's confidence reads as well
+                read.append(ME.ramp(conf / l.ref_conf, READ_CONFIDENT, 0.3)
+                            * sharpness_score(p["sharp"], l.props["sharp"]) * c)
             else:
                 hit = self._template(ans, pt["image"], l.box, 0.05 * diag)
                 if hit is None:
@@ -729,9 +770,11 @@ class ProgrammaticJudge:
                 pos.append(ME.ramp(math.dist(bc, rc), 0.006 * diag, 0.05 * diag) if c > 0 else 0.0)
                 read.append(c * sharpness_score(p["sharp"], l.props["sharp"]))
             rp = l.props if sigma == 0 else _text_props(ref_at, l.box, l.props.get("contrast"))
-            size_s.append(ME.log_ratio_score(p["height"], rp["height"], 1.5))
+            # a line's height is counted in whole rows (one row either way is the coding's), its
+            # stroke weight moves by up to STROKE_NOISE with coding and resampling
+            size_s.append(ME.log_ratio_score(p["height"], rp["height"], 1.5, within=1.0 + 1.0 / max(rp["height"], 1.0)))
             col.append(ME.colour_score(p["lab"], rp["lab"]))
-            style.append(ME.log_ratio_score(p["density"], rp["density"], 1.6))
+            style.append(ME.log_ratio_score(p["density"], rp["density"], 1.6, within=STROKE_NOISE))
         # arrows
         arrow_res = {"axis": [], "velocity": []}
         used_arrow = np.zeros(ans.shape[:2], bool)
@@ -740,12 +783,14 @@ class ProgrammaticJudge:
         # arrows are searched for outside the layer's label boxes (stable, unlike OCR boxes, which can
         # swallow an arrow next to its axis letter)
         labels_px = pt["label_mask"]
+        seeds = [a.seed or a for a in pt["arrows"]]
         for a in pt["arrows"]:
+            others = _other_colours(seeds, a.seed or a)
             if sigma:   # the reference's arrow measured at the answer's sharpness, by the same search
-                mr = self._find_arrow(ref_at, ME.ink(ref_at), to_lab(ref_at), labels_px, a.seed or a, diag)
+                mr = self._find_arrow(ref_at, ME.ink(ref_at), to_lab(ref_at), labels_px, a.seed or a, diag, others)
                 sr = ME.arrow_shape(mr, ref_at) if mr is not None else None
                 a = a if sr is None else RefArrow(a.kind, a.object_id, mr, sr, a.seed or a)
-            m = self._find_arrow(ans, ans_ink, ans_lab, labels_px, a.seed or a, diag)
+            m = self._find_arrow(ans, ans_ink, ans_lab, labels_px, a.seed or a, diag, others)
             shp = ME.arrow_shape(m, ans) if m is not None else None
             if shp is not None:
                 used_arrow |= ME.dilate(m, 3)
@@ -851,7 +896,7 @@ class ProgrammaticJudge:
         return float(mx), (bx[0], bx[1], bx[0] + (box[2] - box[0]), bx[1] + (box[3] - box[1]))
 
     @staticmethod
-    def _find_arrow(ans, ans_ink, ans_lab, ocr_mask, a: RefArrow, diag):
+    def _find_arrow(ans, ans_ink, ans_lab, ocr_mask, a: RefArrow, diag, others=()):
         ys, xs = np.nonzero(a.mask)
         pad = max(24, int(0.6 * a.shape.length))
         H, W = ans.shape[:2]
@@ -863,11 +908,17 @@ class ProgrammaticJudge:
         here = ME.dilate(a.mask, 1) & ans_ink & (de < 55)
         if here.sum() >= 0.2 * a.shape.n:
             de = np.linalg.norm(ans_lab - np.median(ans_lab[here], axis=0), axis=2)
-        # in the arrow's colour first (outside the masked boxes, then anywhere), any ink last
-        for cand in (ans_ink & win & (de < 40) & ~ocr_mask, ans_ink & win & (de < 40), ans_ink & win & ~ocr_mask):
+        # in the arrow's colour first (outside the masked boxes, then anywhere), any ink last; the
+        # largest piece in the colour is grown through the ink of about its hue connected to it
+        # (hysteresis): a codec pales a 1-px shaft far more than the head it leads to
+        weak = ans_ink & win & (de < ARROW_WEAK_DE)
+        for lab in others:   # ... nearer this arrow's colour than another arrow's
+            weak &= de < np.linalg.norm(ans_lab - lab, axis=2)
+        for cand, grow in ((ans_ink & win & (de < 40) & ~ocr_mask, weak & ~ocr_mask),
+                           (ans_ink & win & (de < 40), weak), (ans_ink & win & ~ocr_mask, None)):
             m = ME.largest_component(cand)
             if m.sum() >= 0.2 * a.shape.n:
-                return m
+                return m if grow is None else ME.grown_through(m, grow | m)
         return None
 
     # =========================================================================================

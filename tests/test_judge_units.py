@@ -336,3 +336,19 @@ def test_an_answer_line_is_measured_over_the_references_extent_moved_onto_it():
     assert _measured_box(tight, ref) == pytest.approx((10.5, 20.5, 130.5, 54.5))
     larger = (0.0, 10.0, 200.0, 70.0)         # text drawn larger than the reference's is kept whole
     assert _measured_box(larger, ref) == pytest.approx(larger)
+
+
+def test_a_case_holds_still_only_when_no_object_moves_in_the_image():
+    from types import SimpleNamespace
+
+    from orchard_eval.judge_fidelity.bench import STILL_PX, holds_still
+
+    def case(drift_px):
+        times = np.linspace(0.0, 2.0, 9)
+        return SimpleNamespace(
+            object_tracks=lambda: SimpleNamespace(times=times),
+            image_centres=lambda t: {"a": (100.0, 50.0), "b": (200.0 + drift_px * t / 2.0, 80.0)})
+
+    assert holds_still(case(0.0)) and holds_still(case(0.5 * STILL_PX))
+    assert not holds_still(case(3 * STILL_PX))
+    assert not holds_still(SimpleNamespace(object_tracks=lambda: None))

@@ -145,7 +145,9 @@ def ft_distractor_formula(case: EvalCase) -> WrongAnswer | None:
 
 # --- Formulation-Graphic: the answer layer redrawn ------------------------------------------------
 def _fg_base(case: EvalCase, ref: np.ndarray, layer: dict) -> np.ndarray:
-    """The F-G reference with its orange layer painted out (inpainted from around)."""
+    """The F-G reference with its orange layer painted out: its pixels taken from the GT frame at t*
+    (the same scene, under the layer) where the case's GT video has a frame at t*, else inpainted from
+    around (inpainting smears an object the layer crossed, which the judge would rightly see)."""
     lab = to_lab(ref)
     orange = np.linalg.norm(lab - to_lab(np.array([[ORANGE_RGB]], np.uint8))[0, 0], axis=2) < 45
     near = np.zeros(ref.shape[:2], np.uint8)
@@ -156,7 +158,25 @@ def _fg_base(case: EvalCase, ref: np.ndarray, layer: dict) -> np.ndarray:
         x0, y0, x1, y1 = (int(round(v)) for v in lb["box"])
         near[max(0, y0 - 2):y1 + 3, max(0, x0 - 2):x1 + 3] = 1
     m = cv2.dilate((orange & (near > 0)).astype(np.uint8), np.ones((5, 5), np.uint8))
+    scene = _scene_at_target(case, ref.shape)
+    if scene is not None:
+        out = ref.copy()
+        out[m > 0] = scene[m > 0]
+        return out
     return cv2.inpaint(np.ascontiguousarray(ref), m, 5, cv2.INPAINT_TELEA)
+
+
+def _scene_at_target(case: EvalCase, shape) -> np.ndarray | None:
+    """The GT video's frame at the case's target time t*, where it has one exactly and of the
+    reference's size."""
+    try:
+        i = case.gt_index(case.target_time)
+        if abs(i / float(case.gt_fps) - float(case.target_time)) > 1e-6:
+            return None
+        frame = case.gt_frame(i)
+    except Exception:   # a case without a readable GT video: fall back to inpainting
+        return None
+    return frame if frame is not None and frame.shape == tuple(shape) else None
 
 
 def _fg_draw(case: EvalCase, edit: Callable[[dict], bool]) -> np.ndarray | None:

@@ -738,10 +738,10 @@ class ProgrammaticJudge:
                 c = min(1.0, sim / max(l.ref_sim, 1e-6))
                 kept = OCR.numbers_kept(l.ref_read or l.text, bx.text)
                 conf = bx.score
-                if c < 0.999 or kept < 1.0:
-                    # a second reading of the line alone, magnified, before a glyph or a number is
-                    # called wrong: the full-page pass drops or misreads small glyphs of a re-coded
-                    # image, while a changed value reads changed at any size
+                if kept < 1.0:
+                    # a second reading of the line alone, magnified, before a number is called
+                    # wrong: the full-page pass drops or misreads small glyphs of a re-coded image,
+                    # while a changed value reads changed at any size
                     again = max(_read_crop(ans, bx.box), key=lambda r: OCR.similarity(l.text, r.text), default=None)
                     if again is not None:
                         c2 = min(1.0, OCR.similarity(l.text, again.text) / max(l.ref_sim, 1e-6))
@@ -900,25 +900,29 @@ class ProgrammaticJudge:
         ys, xs = np.nonzero(a.mask)
         pad = max(24, int(0.6 * a.shape.length))
         H, W = ans.shape[:2]
-        win = np.zeros((H, W), bool)
-        win[max(0, ys.min() - pad):min(H, ys.max() + pad + 1), max(0, xs.min() - pad):min(W, xs.max() + pad + 1)] = True
-        de = np.linalg.norm(ans_lab - a.shape.lab, axis=2)
+        # the search window around the reference arrow; everything is computed on it alone
+        y0, y1 = max(0, ys.min() - pad), min(H, ys.max() + pad + 1)
+        x0, x1 = max(0, xs.min() - pad), min(W, xs.max() + pad + 1)
+        win = np.s_[y0:y1, x0:x1]
+        lab, ink, boxes, ref_m = ans_lab[win], ans_ink[win], ocr_mask[win], a.mask[win]
+        de = np.linalg.norm(lab - a.shape.lab, axis=2)
         # the arrow's colour as this image draws it: where the reference arrow lies, the ink of about
         # its hue (a codec's chroma subsampling pales a thin stroke; a gain shifts it)
-        here = ME.dilate(a.mask, 1) & ans_ink & (de < 55)
+        here = ME.dilate(ref_m, 1) & ink & (de < 55)
         if here.sum() >= 0.2 * a.shape.n:
-            de = np.linalg.norm(ans_lab - np.median(ans_lab[here], axis=0), axis=2)
+            de = np.linalg.norm(lab - np.median(lab[here], axis=0), axis=2)
         # in the arrow's colour first (outside the masked boxes, then anywhere), any ink last; the
         # largest piece in the colour is grown through the ink of about its hue connected to it
         # (hysteresis): a codec pales a 1-px shaft far more than the head it leads to
-        weak = ans_ink & win & (de < ARROW_WEAK_DE)
-        for lab in others:   # ... nearer this arrow's colour than another arrow's
-            weak &= de < np.linalg.norm(ans_lab - lab, axis=2)
-        for cand, grow in ((ans_ink & win & (de < 40) & ~ocr_mask, weak & ~ocr_mask),
-                           (ans_ink & win & (de < 40), weak), (ans_ink & win & ~ocr_mask, None)):
+        weak = ink & (de < ARROW_WEAK_DE)
+        for other in others:   # ... nearer this arrow's colour than another arrow's
+            weak &= de < np.linalg.norm(lab - other, axis=2)
+        for cand, grow in ((ink & (de < 40) & ~boxes, weak & ~boxes), (ink & (de < 40), weak), (ink & ~boxes, None)):
             m = ME.largest_component(cand)
             if m.sum() >= 0.2 * a.shape.n:
-                return m if grow is None else ME.grown_through(m, grow | m)
+                out = np.zeros((H, W), bool)
+                out[win] = m if grow is None else ME.grown_through(m, grow | m)
+                return out
         return None
 
     # =========================================================================================

@@ -176,10 +176,10 @@ def summarise(rows: list[dict[str, Any]], meta: dict[str, dict], still: Iterable
         o = [r["judge"] for (c, s), r in by["oracle"].items() if s == st and r["judge"] is not None]
         f = [r["score"] for (c, s), r in by["oracle"].items() if s == st and r["score"] is not None]
         b = [r["judge"] for (c, s), r in by["blank"].items() if s == st and r["judge"] is not None]
-        z = [r["judge"] for (c, s), r in by["static"].items() if s == st and r["judge"] is not None
-             and not (st in SCENE_SUBTRACKS and c in still)]
-        z_still = [r["judge"] for (c, s), r in by["static"].items() if s == st and r["judge"] is not None
-                   and st in SCENE_SUBTRACKS and c in still]
+        z, z_still = [], []
+        for (c, s), r in by["static"].items():
+            if s == st and r["judge"] is not None:
+                (z_still if st in SCENE_SUBTRACKS and c in still else z).append(r["judge"])
         if not o:
             continue
         share = float(np.mean([v >= T["oracle_good"] for v in o]))

@@ -30,8 +30,12 @@ def log_ratio_score(a: float, b: float, zero_at: float = 2.0, within: float = 1.
     0 when one is `zero_at` times the other, linear in the log of the ratio between."""
     if a <= 0 or b <= 0:
         return 0.0
-    excess = max(0.0, abs(math.log(a / b)) - math.log(max(within, 1.0)))
-    return clip01(1.0 - excess / (math.log(zero_at) - math.log(max(within, 1.0))))
+    lz = math.log(zero_at)
+    lw = math.log(min(max(within, 1.0), zero_at))
+    d = abs(math.log(a / b))
+    if lz <= lw:        # an allowance as wide as the range: full marks within it, none beyond
+        return 1.0 if d <= lw else 0.0
+    return clip01(1.0 - max(0.0, d - lw) / (lz - lw))
 
 
 def de_white(img: np.ndarray) -> np.ndarray:

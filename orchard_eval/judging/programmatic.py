@@ -36,7 +36,7 @@ from . import mathtext as MT
 from . import measure as ME
 from . import ocr as OCR
 
-VERSION = "1.3.0"   # 1.3: P-T text measured over the same pixels both sides, frames dropped, lines re-read, arrows grown by hysteresis; 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read
+VERSION = "1.3.0"   # 1.3: P-T text measured over the same pixels both sides, numbers re-read, arrows grown by hysteresis; 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read
 NA = NOT_APPLICABLE
 ORANGE = np.array([255, 140, 0], np.uint8)
 
@@ -784,10 +784,11 @@ class ProgrammaticJudge:
         # swallow an arrow next to its axis letter)
         labels_px = pt["label_mask"]
         seeds = [a.seed or a for a in pt["arrows"]]
+        ref_at_ink, ref_at_lab = (ME.ink(ref_at), to_lab(ref_at)) if sigma and seeds else (None, None)
         for a in pt["arrows"]:
             others = _other_colours(seeds, a.seed or a)
             if sigma:   # the reference's arrow measured at the answer's sharpness, by the same search
-                mr = self._find_arrow(ref_at, ME.ink(ref_at), to_lab(ref_at), labels_px, a.seed or a, diag, others)
+                mr = self._find_arrow(ref_at, ref_at_ink, ref_at_lab, labels_px, a.seed or a, diag, others)
                 sr = ME.arrow_shape(mr, ref_at) if mr is not None else None
                 a = a if sr is None else RefArrow(a.kind, a.object_id, mr, sr, a.seed or a)
             m = self._find_arrow(ans, ans_ink, ans_lab, labels_px, a.seed or a, diag, others)

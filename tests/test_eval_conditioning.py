@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 from orchard_eval.fidelity import transforms as X
 from orchard_eval.segment.overlay import ANSWER_ORANGE, InputLayer, answer_overlay_mask
 from orchard_eval.segment.photometry import apply_inverse, fit_tone_curve
-from orchard_eval.segment.registration import aspect_start, landmarks, register
+from orchard_eval.segment.registration import aspect_start, landmarks, register, resize_anisotropy
 
 W, H = 640, 360
 
@@ -50,8 +50,23 @@ def test_registration_of_another_aspect_ratio_starts_from_a_centre_crop():
     plate = textured_plate(1)
     A = X.crop_affine((80, 0, 480, 360), (W, H))           # a 4:3 answer showing the scene's centre
     frame = X.warp(plate, A, (W, H))
-    reg = register(frame, landmarks(plate), [None, aspect_start((480, 360), (W, H))])
+    reg = register(frame, landmarks(plate), [None, aspect_start((480, 360), (W, H))],
+                   resize_anisotropy((480, 360), (W, H)))
     assert reg is not None and corner_error(reg.affine, A) < 0.5
+
+
+def test_a_warp_that_stretches_one_axis_is_no_camera_change():
+    # a zoom scales both axes alike; 10 % narrower and 4 % taller is not a camera an answer at the
+    # case's aspect could have, so the registration must not explain the frame with it
+    plate = textured_plate(3)
+    c = np.array([W / 2, H / 2])
+    M = np.diag([0.9, 1.04])
+    A = np.hstack([M, (c - M @ c)[:, None]])
+    frame = X.warp(plate, A, (W, H))
+    reg = register(frame, landmarks(plate))
+    assert reg is None or corner_error(reg.affine, A) > 5
+    sized = resize_anisotropy((480, 360), (W, H))           # the same stretch from a 4:3 answer resized
+    assert sized == pytest.approx((W / H) / (480 / 360)) and resize_anisotropy(None, (W, H)) == 1.0
 
 
 def test_an_aligned_frame_and_a_bare_plate_are_left_alone():

@@ -27,7 +27,8 @@ import numpy as np
 
 from .overlay import answer_overlay_mask
 from .photometry import ToneCurve, apply_inverse, fit_tone_curve
-from .registration import Landmarks, Registration, aspect_start, grey, landmarks, opencv_affine, register
+from .registration import Landmarks, Registration, aspect_start, grey, landmarks, opencv_affine, register, \
+    resize_anisotropy
 
 WHITE_SHIFT_LEVELS = 2.0
 BLUR_STEPS = (0.6, 1.0, 1.5, 2.2)   # Gaussian σ (pixels) an answer's softness is matched with
@@ -74,7 +75,7 @@ def _to_case_camera(image: np.ndarray, ctx, marks: Landmarks | None, notes: list
     else:
         starts = [None if start is None else start.affine, None]
         starts += [a for a in (aspect_start(ctx.answer_size, size),) if a is not None]
-        reg = register(image, marks, starts)
+        reg = register(image, marks, starts, resize_anisotropy(ctx.answer_size, size))
         if reg is None:
             reg = start
     if reg is None or reg.aligned:

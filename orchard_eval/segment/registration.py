@@ -30,6 +30,7 @@ SETTLED_LEVELS = 4.0     # median landmark residual (grey levels) of a frame its
 SETTLED_PX = 0.3         # ... where one more step would move no corner farther (the fit's own noise)
 MIN_IMPROVED = 0.5       # share of landmarks a warp must fit clearly better than no warp
 SCALE_RANGE = (0.8, 1.8)
+ANISOTROPY = 0.04        # a camera zooms both axes alike: the scale ratio may differ this much from the answer's resize
 MAX_SHIFT = 0.12         # largest displacement (share of the frame width) searched for
 
 
@@ -116,23 +117,27 @@ def _sample(g: np.ndarray, xy: np.ndarray) -> np.ndarray:
     return cv2.remap(g, m[..., 0], m[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE).ravel()
 
 
-def register(frame: np.ndarray, marks: Landmarks, starts: list[np.ndarray] | None = None) -> Registration | None:
+def register(frame: np.ndarray, marks: Landmarks, starts: list[np.ndarray] | None = None,
+             anisotropy: float = 1.0) -> Registration | None:
     """The best of `_register` from each start (identity when none): the accepted warp with the
     smallest residual at the landmarks. A frame the first start already explains (one Gauss–Newton
-    step moves nothing, the residual is at the noise) returns at once: most frames are aligned."""
+    step moves nothing, the residual is at the noise) returns at once: most frames are aligned.
+    `anisotropy`: the ratio of horizontal to vertical scale the answer's resize to the case's size
+    implies (`resize_anisotropy`); a warp whose ratio differs from it is no camera change."""
     starts = starts or [None]
     quick = _settled(grey(frame), marks, starts[0])
     if quick is not None:
         return quick
     best, best_r = None, np.inf
     for start in starts:
-        reg = _register(frame, marks, start)
+        reg = _register(frame, marks, start, anisotropy)
         if reg is not None and reg.residual < best_r:
             best, best_r = reg, reg.residual
     return best
 
 
-def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = None) -> Registration | None:
+def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = None,
+              anisotropy: float = 1.0) -> Registration | None:
     """The affine (plus grey gain and offset) that maps the plate onto `frame`; None where the
     landmarks do not agree on one (a changed background, a frame of noise) or the warp does not
     explain the frame clearly better than no warp.
@@ -182,7 +187,7 @@ def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = No
                 break
         # the gain must stay near the one the level distributions give: with the landmarks on one
         # edge (all about one level) gain and offset could match the edge to any flat region
-        if not _plausible(M, t) or not 0.8 <= a / a0 <= 1.25:
+        if not _plausible(M, t, anisotropy) or not 0.8 <= a / a0 <= 1.25:
             return None
     A = np.hstack([M, (t * half + c - M @ c)[:, None]])
     # the warp must explain the frame better than no warp at all; judged at the coarsest level,
@@ -209,6 +214,15 @@ def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = No
     if inliers < MIN_INLIERS:
         return None
     return Registration(A, float(a), float(b), inliers, moved, float(np.median(r_warp)))
+
+
+def resize_anisotropy(answer_size: tuple[int, int] | None, size: tuple[int, int]) -> float:
+    """Horizontal over vertical scale from the case's pixels to an answer's once the answer (made at
+    `answer_size`) is resized to the case's `size`: 1 at the case's aspect ratio."""
+    if not answer_size:
+        return 1.0
+    (wa, ha), (w, h) = answer_size, size
+    return (w / h) / (wa / ha)
 
 
 def aspect_start(answer_size: tuple[int, int] | None, size: tuple[int, int]) -> np.ndarray | None:
@@ -276,11 +290,15 @@ def exposure(frame_grey: np.ndarray, marks: Landmarks) -> tuple[float, float]:
     return a, float(np.median(frame_grey[::4, ::4]) - a * marks.plate_median)
 
 
-def _plausible(M: np.ndarray, t: np.ndarray) -> bool:
+def _plausible(M: np.ndarray, t: np.ndarray, anisotropy: float = 1.0) -> bool:
     """A camera change a generated frame could show: no mirror, a scale per axis within
-    SCALE_RANGE (another aspect ratio, resized to the case's, scales one axis more than the other),
-    little rotation or shear, a shift within MAX_SHIFT of the frame."""
+    SCALE_RANGE whose ratio is the one the answer's resize implies (`anisotropy`: a zoom scales both
+    axes alike; only another aspect ratio, resized to the case's, scales one more than the other),
+    little rotation or shear, a shift within MAX_SHIFT of the frame. Where the plate constrains one
+    axis only (a bare floor below a horizon), the objects alone could otherwise pull the other axis
+    after themselves when they moved."""
     sx, sy = float(np.hypot(*M[:, 0])), float(np.hypot(*M[:, 1]))
     skew = abs(float(M[0, 1])) / sy + abs(float(M[1, 0])) / sx
     return (np.linalg.det(M) > 0 and SCALE_RANGE[0] <= min(sx, sy) and max(sx, sy) <= SCALE_RANGE[1]
+            and abs(sx / sy / anisotropy - 1.0) <= ANISOTROPY
             and skew < 0.1 and float(np.max(np.abs(t))) < 2 * MAX_SHIFT)

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
-from scipy.ndimage import map_coordinates
 from scipy.spatial import ConvexHull
 from scipy.spatial.transform import Rotation
 from scipy.optimize import minimize
@@ -443,7 +442,7 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
     trials.sort(key=lambda t: t[0])
     best: tuple[float, list[Fit]] | None = None
     h_win, w_win = y1 - y0, x1 - x0
-    rows, cols = fy - y0 - 0.5, fx - x0 - 0.5          # searched pixels in window grid coordinates
+    rows, cols = gy.ravel()[search] - y0, gx.ravel()[search] - x0      # searched pixels in the window
     for _, X0s, scales, Rs in trials[:FIT_REFINED_STARTS * len(bodies)]:
         Xs, fun = list(X0s), None
         for _round in range(LINEARISED_ROUNDS):
@@ -466,13 +465,16 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             if len(fields) < len(bodies):
                 break
 
-            def cost(p, fields=fields, jacs=jacs):
-                c = np.zeros(rows.size)
-                for i, (fld, J) in enumerate(zip(fields, jacs)):
+            shifted = [ShiftedField(f, rows, cols) for f in fields]
+
+            def cost(p, shifted=shifted, jacs=jacs):
+                # coverage of the union: a one-pixel ramp across the outline nearest outside
+                sd = None
+                for i, (fld, J) in enumerate(zip(shifted, jacs)):
                     du, dv = J @ p[2 * i:2 * i + 2]
-                    sd = map_coordinates(fld, [rows - dv, cols - du], order=1, mode="nearest")
-                    c = np.maximum(c, np.clip(0.5 + sd, 0.0, 1.0))
-                return robust(c)
+                    s_i = fld.at(du, dv)
+                    sd = s_i if sd is None else np.maximum(sd, s_i, out=sd)
+                return robust(np.minimum(np.maximum(sd + 0.5, 0.0), 1.0))
 
             n = 2 * len(bodies)
             simplex = np.vstack([np.zeros(n), np.eye(n)])
@@ -504,6 +506,39 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             if good:
                 break      # a start that already explains the blob: the others cannot do much better
     return None if best is None else best[1]
+
+
+class ShiftedField:
+    """A field sampled at fixed integer pixels (rows, cols) moved by (−dv, −du), bilinearly, edges
+    replicated — `scipy.ndimage.map_coordinates(order=1, mode="nearest")` for a shift shared by
+    every pixel: its four taps and weights are the same for all, so four gathers on a copy padded
+    by replicated edges do it (the simplex search samples tens of shifts per fit)."""
+
+    PAD = 16
+
+    def __init__(self, field: np.ndarray, rows: np.ndarray, cols: np.ndarray):
+        self.field, self.rows, self.cols = field, rows, cols
+        self.padded = np.pad(field, self.PAD, mode="edge").ravel()
+        self.stride = field.shape[1] + 2 * self.PAD
+        self.base = (rows + self.PAD) * self.stride + cols + self.PAD
+
+    def at(self, du: float, dv: float) -> np.ndarray:
+        y, x = -float(dv), -float(du)
+        iy, ix = math.floor(y), math.floor(x)
+        ay, ax = y - iy, x - ix
+        if max(abs(iy), abs(iy + 1), abs(ix), abs(ix + 1)) <= self.PAD:
+            flat, i00 = self.padded, self.base + (iy * self.stride + ix)
+            i10 = i00 + self.stride
+            i01, i11 = i00 + 1, i10 + 1
+        else:    # a shift beyond the padding: clamp the indices instead
+            h, w = self.field.shape
+            flat = self.field.ravel()
+            r0, r1 = np.clip(self.rows + iy, 0, h - 1) * w, np.clip(self.rows + iy + 1, 0, h - 1) * w
+            c0, c1 = np.clip(self.cols + ix, 0, w - 1), np.clip(self.cols + ix + 1, 0, w - 1)
+            i00, i01, i10, i11 = r0 + c0, r0 + c1, r1 + c0, r1 + c1
+        top = (1.0 - ax) * flat[i00] + ax * flat[i01]
+        bottom = (1.0 - ax) * flat[i10] + ax * flat[i11]
+        return (1.0 - ay) * top + ay * bottom
 
 
 def _union_coverage(camera: Camera, bodies: list[BodyPrior], Xs, Rs, cx: np.ndarray, cy: np.ndarray

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Hashable, Mapping, Sequence
 
+import cv2
 import numpy as np
 
 PSNR_CAP_DB = 40.0
@@ -209,7 +210,15 @@ def object_mask_iou(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, n
 # ---------------------------------------------------------------------------------------------
 # PSNR family
 # ---------------------------------------------------------------------------------------------
+_SQUARES = np.arange(256, dtype=np.int64) ** 2
+
+
 def _mse(a: np.ndarray, b: np.ndarray) -> float:
+    if a.dtype == np.uint8 and b.dtype == np.uint8:
+        # 8-bit images: the histogram of |a − b| gives the exact sum of squares (the float64 mean
+        # of the squared differences is that same integer over the count), in a third of the time
+        d = cv2.absdiff(np.ascontiguousarray(a), np.ascontiguousarray(b))
+        return float(int(np.bincount(d.ravel(), minlength=256) @ _SQUARES) / d.size)
     d = a.astype(np.float64) - b.astype(np.float64)
     return float(np.mean(d * d))
 

@@ -55,6 +55,7 @@ MASK_ROLES = ("condition_frame", "perception_graphic", "formulation_graphic")
 
 
 MEMO_CASES = 6
+GT_MAPS_KEPT = 32   # GT instance maps kept per case (`EvalCase.gt_instances`)
 _MEMO: "OrderedDict[tuple[str, str], dict[str, Any]]" = OrderedDict()
 
 
@@ -191,8 +192,21 @@ class EvalCase:
         return frames[index]
 
     def gt_instances(self, index: int) -> np.ndarray | None:
-        """Instance-id map of GT frame `index` (0 = background) or None when the case has none."""
-        return self._need().gt_instances(index)
+        """Instance-id map of GT frame `index` (0 = background) or None when the case has none.
+        Read-only: the last `GT_MAPS_KEPT` maps read stay with the case (every response of a case
+        compares with the same few)."""
+        kept = self.memo("gt_instances", OrderedDict)
+        index = int(index)
+        if index in kept:
+            kept.move_to_end(index)
+            return kept[index]
+        inst = self._need().gt_instances(index)
+        if inst is not None:
+            inst.setflags(write=False)
+        kept[index] = inst
+        while len(kept) > GT_MAPS_KEPT:
+            kept.popitem(last=False)
+        return inst
 
     def gt_object_masks(self, index: int) -> dict[str, np.ndarray]:
         """Boolean mask per object at GT frame `index` (objects absent from the frame get empty masks)."""

@@ -73,14 +73,17 @@ def _indices(case: EvalCase, times: Sequence[float], n_phys: int, rule: str) -> 
     raise ValueError(f"unknown alignment rule {rule!r}")
 
 
-def _decode_pass(path: Path, size: tuple[int, int], keep: set[int] | None
+def _decode_pass(path: Path, size: tuple[int, int], keep
                  ) -> tuple[dict[int, np.ndarray], int, int | None, tuple[int, int] | None]:
     """Decode `path` once in order; frames whose index is in `keep` (all when None, up to
-    MAX_KEEP_FRAMES) are converted and resized to `size`. Returns (frames, decodable count, the
-    container's declared frame count or None, the video's own frame size). Stops at the first
-    corrupt packet after frame 0."""
+    MAX_KEEP_FRAMES) are converted and resized to `size`. `keep` may also be a function of the
+    container's declared frame count (None when it declares none) that returns that set. Returns
+    (frames, decodable count, the declared frame count or None, the video's own frame size). Stops
+    at the first corrupt packet after frame 0."""
     container, stream = _open_video(path)
     declared = int(stream.frames) if stream.frames else None
+    if callable(keep):
+        keep = keep(declared)
     frames: dict[int, np.ndarray] = {}
     n = 0
     source: tuple[int, int] | None = None
@@ -130,11 +133,7 @@ def decode_deduction(case: EvalCase, path: Path, rule: str = "paper", dense: boo
         return {0} | set(_indices(case, times, n_phys, rule)) | set(_indices(case, dtimes, n_phys, rule))
 
     try:
-        container, stream = _open_video(path)
-        declared = int(stream.frames) if stream.frames else None
-        container.close()
-        keep = wanted(declared) if declared else None
-        frames, n_total, _, source = _decode_pass(path, size, keep)
+        frames, n_total, _, source = _decode_pass(path, size, lambda declared: wanted(declared) if declared else None)
         if n_total - 1 <= 0:
             return fail(f"{path}: only the condition frame, no physics frames", "no_frames", n_total)
         need = wanted(n_total)

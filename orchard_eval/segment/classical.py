@@ -121,8 +121,11 @@ def delta_e(a: np.ndarray, b: np.ndarray) -> float:
 def _robust_threshold(d: np.ndarray, floor: float, background_quantile: float = 50.0) -> float:
     ref = np.percentile(d, background_quantile)
     low = d[d <= ref]
-    sigma = 1.4826 * float(np.median(np.abs(low - np.median(low)))) if low.size else 0.0
-    return max(floor, float(np.median(low)) + 5.0 * sigma if low.size else floor)
+    if not low.size:
+        return floor
+    centre = np.median(low)
+    sigma = 1.4826 * float(np.median(np.abs(low - centre)))
+    return max(floor, float(centre) + 5.0 * sigma)
 
 
 def _kernel(shape: tuple[int, int]) -> int:
@@ -378,10 +381,10 @@ def edge_thresholds(d: np.ndarray, band: np.ndarray, floor: float) -> np.ndarray
 def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[ColourModel] | None = None,
                      shadow_gain: float | None = None, ignore: np.ndarray | None = None,
                      plate_lab: np.ndarray | None = None, lab: np.ndarray | None = None,
-                     edge_band: np.ndarray | None = None) -> PlateDifference:
+                     edge_band: np.ndarray | None = None, bins: np.ndarray | None = None) -> PlateDifference:
     """Pixels that differ from the clean plate, cast shadows suppressed (`PlateDifference`). `ignore`:
     pixels that are unobservable (answer overlay) and never foreground; `plate_lab`, `lab`: the plate
-    and the frame in Lab, when the caller has them already."""
+    and the frame in Lab, `bins` the frame's `bin_index`, when the caller has them already."""
     lab = to_lab(rgb) if lab is None else lab
     lab_p = to_lab(plate) if plate_lab is None else plate_lab
     diff = lab - lab_p
@@ -400,7 +403,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     loose = shadow_like & ~shadow
     if loose.any():
         if object_models:
-            idx = bin_index(lab)[loose]
+            idx = (bin_index(lab) if bins is None else bins)[loose]
             best = np.max(np.stack([m.prob[idx] for m in object_models]), axis=0)
             sh = np.zeros_like(loose)
             sh[loose] = best <= 20.0 / N_BINS
@@ -790,6 +793,7 @@ class ClassicalSegmenter:
         models = self._models(ctx, view)
         eligible = None
         lab = to_lab(image)
+        bins = bin_index(lab)
         if ctx.on_white:
             fg, _ = white_foreground(image)
             changed = float(fg.mean())
@@ -797,7 +801,7 @@ class ClassicalSegmenter:
             diff = plate_foreground(image, plate, [m for m in models.values() if m is not None],
                                     shadow_gain=self._shadow_gain(ctx), ignore=ignore,
                                     plate_lab=self._plate_lab(ctx, view), lab=lab,
-                                    edge_band=self._edge_band(ctx, view))
+                                    edge_band=self._edge_band(ctx, view), bins=bins)
             fg, changed, shadow_like, faint = diff.foreground, diff.changed_fraction, diff.shadow_like, diff.faint
             eligible = diff.changed | diff.shadow
             if ignore is not None:
@@ -805,7 +809,6 @@ class ClassicalSegmenter:
         min_area = max(12, int(2e-4 * fg.size))
         known = [m for m in models.values() if m is not None]
         colourless = False
-        bins = bin_index(lab)
         if known and fg.any():
             # colour gate: drop changed pixels whose colour none of the objects shows (leftover
             # annotations, other clutter), then clean up again

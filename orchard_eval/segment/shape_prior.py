@@ -490,12 +490,13 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
         polys = [camera.silhouette(b, X, R) for b, X, R in zip(bodies, Xs, Rs)]
         if any(pg is None for pg in polys):
             continue
-        sd_max = np.max([signed_distance(pg, cx, cy) for pg in polys], axis=0)
-        inside = sd_max >= 0
+        # the agreement is read on the trusted pixels only, so the outline is measured there only
         ok = sel & trust
-        if smear_px > 0:
-            ok = ok & ~((sd_max < 0) & (sd_max > -smear_px))
-        iou = float((inside & t_in & ok).sum()) / max(float(((inside | t_in) & ok).sum()), 1.0)
+        sd_max = np.max([signed_distance(pg, cx[ok], cy[ok]) for pg in polys], axis=0)
+        inside = sd_max >= 0
+        keep = ~((sd_max < 0) & (sd_max > -smear_px)) if smear_px > 0 else np.ones(sd_max.size, bool)
+        t_ok = t_in[ok]
+        iou = float((inside & t_ok & keep).sum()) / max(float(((inside | t_ok) & keep).sum()), 1.0)
         if best is None or fun < best[0]:
             fits = []
             good = iou >= GOOD_FIT_IOU

@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from ..segment.overlay import ANSWER_ORANGE
+from ..segment.photometry import channel_difference
 from ..segment.registration import opencv_affine
 
 
@@ -83,7 +84,7 @@ def composite(img: np.ndarray, layer: np.ndarray, alpha: np.ndarray) -> np.ndarr
 def input_overlay(annotated: np.ndarray, clean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The input's annotation layer (labels, v0 arrows, axes): the annotated first frame where it
     differs from the clean one. Returns (layer RGB, coverage 0/1)."""
-    drawn = np.abs(annotated.astype(np.int16) - clean.astype(np.int16)).max(axis=2) > 0
+    drawn = channel_difference(annotated, clean) > 0
     return annotated, drawn.astype(np.float32)
 
 

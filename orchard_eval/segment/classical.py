@@ -42,6 +42,7 @@ from .base import SegmentContext, Segmentation
 from .conditioning import scene_view, white_view
 from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, InputLayer
+from .photometry import channel_difference
 from .shadows import CastShadows, cast_shadows
 from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
                           EDGE_SHIFT_MAX, hidden_pixels, learn_limb_model, quat_to_matrix)
@@ -658,7 +659,7 @@ class ClassicalSegmenter:
             own = self._learn(ref.image, ctx)
             # an object the answer shows where the case puts it at t = 0 (frame 0 differs from the
             # plate there), in colours unlike the case's (not an object the answer started elsewhere)
-            there = np.abs(ref.image.astype(np.int16) - ctx.background.astype(np.int16)).max(axis=2) > 24
+            there = channel_difference(ref.image, ctx.background) > 24
             differ = any(models.get(i) is not None and own.get(i) is not None
                          and there[ctx.reference_masks[i]].mean() >= 0.7
                          and bhattacharyya(models[i], own[i]) < RECOLOURED_BC for i in ctx.object_ids)
@@ -1069,7 +1070,7 @@ def limb_models(case, camera, bodies: dict[str, BodyPrior], frame0: np.ndarray, 
     objects = np.zeros(plate.shape[:2], bool)
     for m in masks0.values():
         objects |= m
-    changed = np.abs(frame0.astype(np.int16) - plate.astype(np.int16)).max(axis=2) > 12
+    changed = channel_difference(frame0, plate) > 12
     # changed pixels beyond an object's blended rim are a cast shadow (or another change): rim
     # pixels next to one blend with it, not with the plate
     near_objects = cv2.dilate(objects.astype(np.uint8), grow) > 0

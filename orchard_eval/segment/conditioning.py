@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 from .overlay import answer_overlay_mask
-from .photometry import ToneCurve, apply_inverse, fit_tone_curve
+from .photometry import ToneCurve, apply_inverse, channel_difference, fit_tone_curve
 from .registration import Landmarks, Registration, aspect_start, grey, landmarks, opencv_affine, register, \
     resize_anisotropy
 
@@ -136,7 +136,7 @@ def t0_objects(ctx) -> np.ndarray:
     """Where the condition frame shows the objects and their shadows (grown by 4 px)."""
     def make():
         plate, cond = ctx.background, ctx.reference_image
-        region = np.abs(cond.astype(np.int16) - plate.astype(np.int16)).max(axis=2) > 10
+        region = channel_difference(cond, plate) > 10
         for m in ctx.reference_masks.values():
             if m is not None and m.shape == region.shape:
                 region |= m
@@ -178,7 +178,7 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
         elif curve is not None:
             curve = None
         fill = t0_region(ctx) if hidden is None else t0_region(ctx) | hidden
-        d = np.abs(out.astype(np.int16) - plate.astype(np.int16)).max(axis=2)
+        d = channel_difference(out, plate)
         changed = bool(np.mean(d[~fill] > BACKGROUND_LEVELS) > BACKGROUND_CHANGED)
         own = out.copy()
         if not changed:
@@ -209,7 +209,7 @@ def _shows_input_objects(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> 
     parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
     if not parts:
         return False
-    diff = np.abs(frame0.astype(np.int16) - cond.astype(np.int16)).max(axis=2)
+    diff = channel_difference(frame0, cond)
     for _, interior in parts:
         inside = interior if hidden is None else interior & ~hidden
         if inside.sum() < 10 or np.mean(diff[inside] <= BACKGROUND_LEVELS) < RIM_INTERIOR_AGREES:
@@ -226,7 +226,7 @@ def rim_softness(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
     itself."""
     cond = ctx.reference_image
     parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
-    diff = np.abs(frame0.astype(np.int16) - cond.astype(np.int16)).max(axis=2)
+    diff = channel_difference(frame0, cond)
     rim = np.zeros(cond.shape[:2], bool)
     for outline, interior in parts:
         if np.mean(diff[interior] <= BACKGROUND_LEVELS) >= RIM_INTERIOR_AGREES:
@@ -312,7 +312,7 @@ def _later_frames(ctx, marks: Landmarks | None, curve: ToneCurve | None, frame0:
         if curve is not None:
             v = apply_inverse(v, curve)
         stack.append(v)
-        left = np.abs(v.astype(np.int16) - frame0.astype(np.int16)).max(axis=2) > BACKGROUND_LEVELS
+        left = channel_difference(v, frame0) > BACKGROUND_LEVELS
         valid.append(left if hid is None else left & ~hid)
     return np.stack(stack), np.stack(valid)
 
@@ -462,7 +462,7 @@ def _explains(image: np.ndarray, background: np.ndarray, hidden: np.ndarray | No
     """Whether `background` is the frame's own: all but BACKGROUND_CHANGED of the pixels that are
     not hidden (nor where the objects are expected) within BACKGROUND_LEVELS of it."""
     sub = (slice(None, None, 3), slice(None, None, 3))      # a share: every third pixel each way will do
-    differs = np.abs(image[sub].astype(np.int16) - background[sub].astype(np.int16)).max(axis=2) > BACKGROUND_LEVELS
+    differs = channel_difference(image[sub], background[sub]) > BACKGROUND_LEVELS
     judged = differs if hidden is None else differs[~hidden[sub]]
     if judged.size < 500:          # the objects fill the frame: nothing to judge the background by
         return True

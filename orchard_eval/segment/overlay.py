@@ -20,6 +20,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from .photometry import channel_difference
+
 ANSWER_ORANGE = (255, 140, 0)
 SEED_TOLERANCE = 28.0
 MAX_STROKE_RADIUS = 0.03
@@ -136,7 +138,7 @@ class InputLayer:
         object there follows the element's pattern without the element."""
         self.grey = cv2.cvtColor(np.ascontiguousarray(annotated, np.uint8), cv2.COLOR_RGB2GRAY).astype(np.float32)
         self.clean_grey = cv2.cvtColor(np.ascontiguousarray(clean, np.uint8), cv2.COLOR_RGB2GRAY).astype(np.float32)
-        drawn = np.abs(annotated.astype(np.int16) - clean.astype(np.int16)).max(axis=2) > 0
+        drawn = channel_difference(annotated, clean) > 0
         self.drawn = drawn
         over = (np.zeros(drawn.shape, bool) if objects is None else
                 cv2.dilate(objects.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0)

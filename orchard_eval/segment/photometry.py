@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 MODELS = ("gain", "offset", "power", "affine", "full")   # per channel: a; b; a, γ; a, b; a, γ, b
@@ -179,3 +180,17 @@ def apply_inverse(answer: np.ndarray, curve: ToneCurve, plate: np.ndarray | None
         lost = ((answer >= CLIP_HIGH) & (ahead >= CLIP_HIGH)) | ((answer <= CLIP_LOW) & (ahead <= CLIP_LOW))
         out[lost] = plate[lost]
     return out
+
+
+def channel_difference(a: np.ndarray, b: np.ndarray, total: bool = False) -> np.ndarray:
+    """Per pixel, the largest absolute difference over the colour channels of two (H, W, 3) images
+    — or with `total` their sum — (integers for 8-bit inputs): the levels by which a frame departs
+    from a plate or a reference."""
+    if a.dtype == np.uint8 and b.dtype == np.uint8:
+        # absdiff and channel-wise ufuncs: the same integers as |a − b| in int16, 20× faster
+        c = cv2.split(cv2.absdiff(np.ascontiguousarray(a), np.ascontiguousarray(b)))
+        if total:
+            return c[0].astype(np.uint16) + c[1] + c[2]
+        return cv2.max(cv2.max(c[0], c[1]), c[2])
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    return d.sum(axis=2) if total else d.max(axis=2)

@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from ..metrics import backproject_to_plane
+from .photometry import channel_difference
 from .shape_prior import BodyPrior, Camera, darkened_plate, slab_span
 
 MIN_SHADOW_PX = 20        # observed shadow pixels the light fit needs
@@ -231,7 +232,7 @@ class CastShadows:
         that stood there has not left): no surface of the scene is seen at them, so no shadow."""
         if self.filled is None or self.frame0 is None or image.shape != self.frame0.shape:
             return np.zeros(self.depth.shape, bool)
-        same = np.abs(image.astype(np.int16) - self.frame0.astype(np.int16)).sum(axis=2) <= UNCHANGED_SUM
+        same = channel_difference(image, self.frame0, total=True) <= UNCHANGED_SUM
         return self.filled & same
 
     def pixels(self, poses: list[tuple[BodyPrior, np.ndarray, np.ndarray]], where: np.ndarray | None = None
@@ -256,7 +257,7 @@ def cast_shadows(camera: Camera, bodies: dict[str, BodyPrior], poses0: dict[str,
     for m in masks0.values():
         objects |= m
     near = cv2.dilate(objects.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-    changed = np.abs(frame0.astype(np.int16) - plate.astype(np.int16)).sum(axis=2) > 24
+    changed = channel_difference(frame0, plate, total=True) > 24
     observed = darkened_plate(frame0, plate) & changed & ~near
     poses = [(b, poses0[k], b.candidate_attitudes(0.0)[0]) for k, b in bodies.items() if k in poses0]
     # the surface behind the condition frame's bodies, where their shadows may fall once they move

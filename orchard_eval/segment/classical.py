@@ -38,6 +38,7 @@ from scipy import ndimage
 from scipy.optimize import linear_sum_assignment
 
 from ..media import MediaError
+from ..metrics import mask_centroid
 from .base import SegmentContext, Segmentation
 from .conditioning import scene_view, white_view
 from .matting import nearest_inside, weighted_ycc
@@ -471,8 +472,8 @@ def _components(mask: np.ndarray, min_area: int, protect: np.ndarray | None = No
 
 
 def _centroid(mask: np.ndarray) -> np.ndarray:
-    ys, xs = np.nonzero(mask)
-    return np.array([xs.mean() + 0.5, ys.mean() + 0.5])
+    c = mask_centroid(mask)
+    return np.array([math.nan, math.nan] if c is None else c)
 
 
 def _split2(mask: np.ndarray) -> list[np.ndarray]:
@@ -594,8 +595,10 @@ def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, imag
     refs = [m for m in ctx.reference_masks.values() if m is not None and m.any()]
     if not refs:
         return False
-    sizes = [int(m.sum()) for m in refs]
-    extent = max(max(np.ptp(np.nonzero(m)[0]), np.ptp(np.nonzero(m)[1])) + 1 for m in refs)
+    if "reference_extent" not in ctx.cache:
+        ctx.cache["reference_extent"] = max(max(np.ptp(np.nonzero(m)[0]), np.ptp(np.nonzero(m)[1])) + 1
+                                            for m in refs)
+    sizes, extent = [int(m.sum()) for m in refs], ctx.cache["reference_extent"]
     n, labels, stats, _ = cv2.connectedComponentsWithStats(fg.astype(np.uint8), connectivity=8)
     coloured = np.zeros(fg.shape, bool)
     coloured[fg] = keep

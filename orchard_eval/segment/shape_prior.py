@@ -47,7 +47,7 @@ from scipy.spatial import ConvexHull
 from scipy.spatial.transform import Rotation
 from scipy.optimize import minimize
 
-from ..metrics import backproject_to_plane, camera_center, project_points
+from ..metrics import backproject_to_plane, camera_center, mask_centroid, project_points
 from .matting import nearest_inside, weighted_ycc
 
 CIRCLE_POINTS = 64
@@ -357,8 +357,8 @@ class Fit:
 
 def blob_centroid(mask: np.ndarray) -> tuple[float, float]:
     """Image position (u, v) of a non-empty mask's centroid (pixel centres at +0.5)."""
-    ys, xs = np.nonzero(mask)
-    return float(xs.mean()) + 0.5, float(ys.mean()) + 0.5
+    c = mask_centroid(mask)
+    return (math.nan, math.nan) if c is None else c
 
 
 def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.ndarray, weight: np.ndarray,

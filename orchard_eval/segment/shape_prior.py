@@ -753,10 +753,20 @@ def _interior(blob: np.ndarray) -> np.ndarray:
     return inner
 
 
+def _planes(image: np.ndarray, offset: float) -> list[np.ndarray]:
+    """The three colour planes of an (H, W, 3) image in float32, plus `offset` (per-plane ufuncs
+    on contiguous planes: several times faster than reductions over the last axis)."""
+    return [image[..., k].astype(np.float32) + np.float32(offset) for k in range(3)]
+
+
 def chroma_distance(image: np.ndarray, plate: np.ndarray) -> np.ndarray:
     """Largest difference of chromaticity (r, g, b)/(r + g + b) between frame and plate."""
-    f, p = image.astype(np.float32) + 4.0, plate.astype(np.float32) + 4.0
-    return np.abs(f / f.sum(axis=2, keepdims=True) - p / p.sum(axis=2, keepdims=True)).max(axis=2)
+    f, p = _planes(image, 4.0), _planes(plate, 4.0)
+    fs, ps = f[0] + f[1] + f[2], p[0] + p[1] + p[2]
+    out = np.abs(f[0] / fs - p[0] / ps)
+    for k in (1, 2):
+        np.maximum(out, np.abs(f[k] / fs - p[k] / ps), out=out)
+    return out
 
 
 def darkened_plate(image: np.ndarray, plate: np.ndarray, tol: float = 0.035, deep_tol: float = 0.12,
@@ -766,7 +776,8 @@ def darkened_plate(image: np.ndarray, plate: np.ndarray, tol: float = 0.035, dee
     dark pixels both shift the hue): cast shadows on any surface, whatever their attenuation — and an
     object's unlit side where it has the plate's colour. The fit does not trust them either way."""
     chroma = chroma_distance(image, plate) if chroma is None else chroma
-    ratio = (image.astype(np.float32).sum(axis=2) + 12.0) / (plate.astype(np.float32).sum(axis=2) + 12.0)
+    f, p = _planes(image, 0.0), _planes(plate, 0.0)
+    ratio = (f[0] + f[1] + f[2] + 12.0) / (p[0] + p[1] + p[2] + 12.0)
     return (ratio > 0.1) & (ratio < 0.95) & (chroma < tol + (deep_tol - tol) * np.clip(1.0 - ratio, 0.0, 1.0))
 
 

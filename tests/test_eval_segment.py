@@ -140,6 +140,32 @@ def test_a_piece_is_split_only_for_objects_expected_in_view():
     assert _assign_by_position(both, ["a", "b"], far, 12, split_px=1.25 * big.sum())["b"].any()
 
 
+def test_a_left_over_piece_joins_an_object_only_within_its_reach():
+    from orchard_eval.segment.classical import _assign_by_position
+
+    yy, xx = np.mgrid[:80, :200]
+    a = (xx - 30) ** 2 + (yy - 40) ** 2 <= 10 ** 2
+    b = (xx - 70) ** 2 + (yy - 40) ** 2 <= 10 ** 2
+    beside = (xx >= 82) & (xx < 86) & (yy >= 34) & (yy < 46)       # a piece of b cut off by a rail
+    smear = (xx >= 150) & (xx < 170) & (yy >= 30) & (yy < 35)      # a codec's smear along a third body
+    priors = {"a": np.array([30.0, 40.0]), "b": np.array([70.0, 40.0])}
+    out = _assign_by_position(a | b | beside | smear, ["a", "b"], priors, 12, reach={"a": 10.0, "b": 10.0})
+    assert out["b"][beside].all() and not out["b"][smear].any() and not out["a"][smear].any()
+    # without reaches every left-over piece joins the nearest object, as before
+    assert _assign_by_position(a | b | smear, ["a", "b"], priors, 12)["b"][smear].all()
+
+
+def test_an_object_drawn_twice_is_the_copy_nearest_its_expected_place():
+    from orchard_eval.segment.classical import _components, _one_body
+
+    yy, xx = np.mgrid[:80, :200]
+    here = (xx - 40) ** 2 + (yy - 40) ** 2 <= 10 ** 2
+    copy = (xx - 150) ** 2 + (yy - 40) ** 2 <= 11 ** 2            # a little larger
+    comps = _components(here | copy, 12)
+    assert (_one_body(comps, 10.0, here.shape, np.array([42.0, 40.0])) == here).all()
+    assert (_one_body(comps, 10.0, here.shape) == copy).all()      # no expectation: the largest
+
+
 def test_low_contrast_objects_are_flagged():
     p, v = syn.uniform(0.0, 0.6, 0.0)
     sc = syn.Scene(width=128, height=96, background="flat",

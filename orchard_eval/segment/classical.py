@@ -65,6 +65,7 @@ SHADOW_REL_TOL = 0.05
 SHADOW_K_TOL = 0.07        # tolerance on the learned shadow attenuation
 ANSWER_ANNOTATION_RGB = (ANSWER_ORANGE,)   # F-G answers draw velocity arrows and labels in orange
 SIZEABLE = 0.2             # a piece this share of the largest one's size may be an object of its own
+COMPARABLE = 0.5           # ... and one this share of it may be the object itself, drawn twice
 SPLIT_SHARE = 0.25         # a piece larger than the largest object by this share of the smallest holds two
 DARK_RATIO, DARK_SPREAD = 0.85, 0.25   # a pixel below this share of the plate in every channel, alike within this, is shadow-like
 MIN_COLOURED = 0.3         # object-coloured changed pixels, as a share of the objects' area, below which colour is not used
@@ -515,12 +516,15 @@ def _groups(ids: list[str], models: dict[str, ColourModel | None]) -> list[list[
 
 
 def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.ndarray], min_area: int,
-                        protect: np.ndarray | None = None, split_px=None) -> dict[str, np.ndarray]:
+                        protect: np.ndarray | None = None, split_px=None,
+                        reach: dict[str, float] | None = None) -> dict[str, np.ndarray]:
     """Pieces of the foreground to objects by position (Hungarian on distance to `priors`). Fewer
     sizeable pieces than objects expected in view (`priors` inside the image): the largest holds
     several (touching look-alikes) and is split if it may hold two (`_holds_two`; one body is not
     cut in two for another one that left the view). A speck (codec noise) does not count
-    as one of the objects."""
+    as one of the objects. A piece left over joins the nearest object only within that object's
+    `reach` (pixels, as `_one_body`): a smear a codec left along another body's edge is no part
+    of a look-alike across the scene."""
     comps = _components(mask, min_area, protect)
     out = {i: np.zeros_like(mask) for i in ids}
     if not comps:
@@ -552,6 +556,10 @@ def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.n
         if c in assigned.values() or comp.sum() < 0.1 * largest:
             continue
         best = min(assigned, key=lambda i: np.linalg.norm(cents[c] - cents[assigned[i]]))
+        if reach is not None and best in reach:
+            dist = cv2.distanceTransform((~out[best]).astype(np.uint8), cv2.DIST_L2, 3)
+            if float(dist[comp].min()) > reach[best]:
+                continue
         out[best] |= comp
     return out
 
@@ -621,15 +629,23 @@ def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, imag
     return False
 
 
-def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int]) -> np.ndarray:
+def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int],
+              prior: np.ndarray | None = None) -> np.ndarray:
     """One object's pieces: its largest component and the others of at least a tenth of its size
     that lie within `reach` pixels of what is taken (a body seen in pieces, a rail across it); a
-    piece farther away is something else (a faint label, clutter)."""
+    piece farther away is something else (a faint label, clutter). Where another piece is nearly as
+    large (COMPARABLE: a copy of the object drawn twice), the one nearest the object's expected
+    place `prior` (x, y) is the object."""
     out = np.zeros(shape, bool)
     if not comps:
         return out
     comps = sorted(comps, key=lambda c: -int(c.sum()))
     largest = int(comps[0].sum())
+    if prior is not None:
+        rivals = [c for c in comps if c.sum() >= COMPARABLE * largest]
+        if len(rivals) > 1:
+            seed = min(rivals, key=lambda c: float(np.linalg.norm(_centroid(c) - prior)))
+            comps = [seed] + [c for c in comps if c is not seed]
     out |= comps[0]
     rest = [c for c in comps[1:] if c.sum() >= 0.1 * largest]
     while rest:
@@ -841,7 +857,8 @@ class ClassicalSegmenter:
                 priors[i] = _centroid(ctx.reference_masks[i])
         alike: list[list[str]] = []
         if len(ids) == 1:
-            masks[ids[0]] = _one_body(_components(fg, min_area, ignore), self._reach(ctx, ids[0]), fg.shape)
+            masks[ids[0]] = _one_body(_components(fg, min_area, ignore), self._reach(ctx, ids[0]), fg.shape,
+                                      priors.get(ids[0]))
         elif ids:
             groups = [list(ids)] if colourless else _groups(ids, models)
             alike = [g for g in groups if len(g) > 1]
@@ -855,7 +872,8 @@ class ClassicalSegmenter:
                         if expected.get(i) is not None:
                             priors[i] = np.asarray(expected[i], float)
             if len(groups) == 1:
-                masks.update(_assign_by_position(fg, ids, priors, min_area, ignore, self._split_px(ctx, ids)))
+                masks.update(_assign_by_position(fg, ids, priors, min_area, ignore, self._split_px(ctx, ids),
+                                                 {i: self._reach(ctx, i) for i in ids}))
             else:
                 idx = bins[fg]
                 scores = np.stack([np.max(np.stack([models[i].logp[idx] for i in g]), axis=0) for g in groups])
@@ -869,9 +887,10 @@ class ClassicalSegmenter:
                     gmask = fg & (lbl == gi)
                     if len(g) == 1:
                         masks[g[0]] = _one_body(_components(gmask, min_area, ignore), self._reach(ctx, g[0]),
-                                                fg.shape)
+                                                fg.shape, priors.get(g[0]))
                     else:
-                        masks.update(_assign_by_position(gmask, g, priors, min_area, ignore, self._split_px(ctx, g)))
+                        masks.update(_assign_by_position(gmask, g, priors, min_area, ignore, self._split_px(ctx, g),
+                                                         {i: self._reach(ctx, i) for i in g}))
         if eligible is not None:
             # convex silhouettes: recover hull pixels that look like the plate or its shadow
             taken = np.zeros(fg.shape, bool)

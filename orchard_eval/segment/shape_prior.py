@@ -23,8 +23,9 @@ What is measured and what is assumed:
   support — or one claimed by a nearer object; where the body's expected colour is itself within
   noise of the plate, colour cannot tell and the template decides, `NO_EVIDENCE_CONTRAST`) and
   removes blob pixels in a 1-px ring just outside it
-  (the blended rim); pixels of the blob farther outside stay, so a deformed or enlarged object keeps
-  them. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
+  (the blended rim); pixels of the blob farther outside stay where they show the body's colour read
+  against the fitted silhouette's interior, so a deformed or enlarged object keeps them and a codec's
+  smear does not. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
 * supports in front of a body (a ramp's near edge, a track's rail) are known from the case's scene
   depth (the condition frame's depth with the objects removed, `EvalCase.scene_depth`): a pixel where
   that scene lies nearer than the body's front surface at the fitted pose is hidden. Hidden pixels
@@ -1211,7 +1212,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                 blind = roi.expected_contrast(oid, f, masks[oid], ys, xs) < NO_EVIDENCE_CONTRAST
                 claim = claim.copy()
                 claim[ys[blind], xs[blind]] = True
-            out[oid] = ((templates[oid] & claim & visible) | (masks[oid] & ~near[oid] & ~others & strong[oid]))
+            # blob pixels beyond the blended rim stay where they show the body's colour read against
+            # the fitted silhouette's own interior: an enlarged or deformed body keeps them, a codec's
+            # smear (the body's colour bled into the plate, which the blob's interior already holds) not
+            _, _, solid = roi.evidence(templates[oid], masks[oid], [(oid, f.image_centre)])
+            out[oid] = ((templates[oid] & claim & visible)
+                        | (masks[oid] & ~near[oid] & ~others & strong[oid] & solid))
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)
     ids = list(fits)

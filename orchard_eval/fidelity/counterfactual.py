@@ -132,6 +132,20 @@ def edit_start(cfg: dict, lib: dict) -> bool:
     return True
 
 
+SIZE_FACTOR = 1.1     # `edit_size`: the silhouette's area grows by 21 %, its fit to the case's body stays above the gate
+
+
+def edit_size(cfg: dict, lib: dict) -> bool:
+    """The first object SIZE_FACTOR × as large in every dimension: a body drawn larger than the
+    case's, whose true masks are its own render's (m = ρV makes it heavier too)."""
+    o = _objects(cfg)[0]
+    size = o.get("size") or {}
+    if not size:
+        return False
+    o["size"] = {k: round(SIZE_FACTOR * float(v), 4) for k, v in size.items()}
+    return True
+
+
 def _other_look(lib: dict, key: str) -> dict:
     look = lib["materials"][key]["look"]
     donor = "painted_wood" if look.get("texture") else "oak"
@@ -161,7 +175,7 @@ def edit_recolour(cfg: dict, lib: dict) -> bool:
 
 EDITS: dict[str, Callable[[dict, dict], bool]] = {
     "gravity": edit_gravity, "velocity": edit_velocity, "restitution": edit_restitution,
-    "friction": edit_friction, "mass": edit_mass, "start": edit_start,
+    "friction": edit_friction, "mass": edit_mass, "start": edit_start, "size": edit_size,
     "background": edit_background, "recolour": edit_recolour,
 }
 

@@ -104,6 +104,7 @@ def catalogue() -> list[Family]:
         _f("ded/cf_friction", "physics", D, "re-rendered with 0.4 × friction (0.3 where frictionless)", source="friction"),
         _f("ded/cf_mass", "physics", D, "re-rendered with the first object 2.5 × as dense", source="mass"),
         _f("ded/cf_start", "physics", D, "re-rendered with the first object's start displaced", source="start"),
+        _f("ded/cf_size", "physics", D, "re-rendered with the first object 1.1 × as large", source="size"),
         # --- Deduction, appearance with true physics ------------------------------------------
         _f("ded/h264_crf28", "appearance", D, "re-encoded H.264 crf 28", codec=("h264", 28)),
         _f("ded/h264_crf34", "appearance", D, "re-encoded H.264 crf 34", codec=("h264", 34)),
@@ -152,6 +153,7 @@ def catalogue() -> list[Family]:
         _f("fg/time_late", "physics", F, "the scene at t* + 0.25 T", time_shift=0.25),
         _f("fg/cf_start", "physics", F, "the first object started elsewhere", source="start"),
         _f("fg/cf_gravity", "physics", F, "re-rendered with 0.6 g", source="gravity"),
+        _f("fg/cf_size", "physics", F, "the first object 1.1 × as large", source="size"),
         *_image_appearance("fg", F),
         _f("fg/labels_on", "appearance", F, "the input's labels left on", overlay="input"),
         _f("fg/cf_background", "appearance", F, "another ground material", source="background"),

@@ -50,9 +50,18 @@ def test_the_input_handed_back_scores_low_on_perception_text(report):
 
 
 @pytest.mark.parametrize("kind", ["pt_changed_digit", "ft_other_letter", "ft_changed_values", "fg_reversed_arrow",
-                                  "fg_arrow_off_object"])
+                                  "fg_arrow_off_object", "fg_outlined_arrow", "pg_extra_object"])
 def test_wrong_answer_is_caught(report, kind):
     keys = [k for k in report.met if k.startswith(f"{kind}: catching")]
+    assert keys, f"no case carried {kind}"
+    assert all(report.met[k] for k in keys), [l for l in report.lines if l.startswith(f"| {kind} ")]
+
+
+@pytest.mark.parametrize("kind", ["fg_reversed_arrow", "fg_outlined_arrow", "pg_extra_object"])
+def test_a_wrong_answer_moves_nothing_else(report, kind):
+    # reversed arrows meeting head to head between two bodies are still one arrow each; an outline
+    # drawn round the arrow itself; a copy of the only object leaves the object where it was
+    keys = [k for k in report.met if k.startswith(f"{kind}: unrelated")]
     assert keys, f"no case carried {kind}"
     assert all(report.met[k] for k in keys), [l for l in report.lines if l.startswith(f"| {kind} ")]
 

@@ -264,13 +264,18 @@ def fg_outlined_arrow(case: EvalCase) -> WrongAnswer | None:
     if not layer or not layer.get("arrows") or not case.has("formulation_graphic"):
         return None
     img = case.image("formulation_graphic").copy()
-    lab = to_lab(img)
-    orange = np.linalg.norm(lab - to_lab(np.array([[ORANGE_RGB]], np.uint8))[0, 0], axis=2) < 45
     near = np.zeros(img.shape[:2], np.uint8)
     for a in layer["arrows"]:
         cv2.line(near, tuple(int(round(v)) for v in a["start"]), tuple(int(round(v)) for v in a["end"]), 1,
                  int(a.get("width", 5)) * 4)
-    arrow = orange & (near > 0)
+    lab = to_lab(img)
+    drawn = np.linalg.norm(lab - to_lab(np.array([[ORANGE_RGB]], np.uint8))[0, 0], axis=2) < 45
+    scene = _scene_at_target(case, img.shape)
+    if scene is not None:
+        # the arrows are orange the reference adds to the scene at t*: an orange-red support beside
+        # them is no part of them, and the outline must hug the arrow itself
+        drawn &= np.abs(img.astype(np.int16) - scene.astype(np.int16)).max(axis=2) > 40
+    arrow = drawn & (near > 0)
     ring = cv2.dilate(arrow.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool) & ~arrow
     img[ring] = (25, 25, 25)
     return WrongAnswer("fg_outlined_arrow", "formulation_graphic", ("arrow_is_borderless_orange",), img,

@@ -36,7 +36,7 @@ from . import mathtext as MT
 from . import measure as ME
 from . import ocr as OCR
 
-VERSION = "1.3.0"   # 1.3: P-T text measured over the same pixels both sides, numbers re-read, arrows grown by hysteresis; 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read
+VERSION = "1.4.0"   # 1.4: F-G arrows across an object of their own colour, head-to-head arrows one each; 1.3: P-T text measured over the same pixels both sides, numbers re-read, arrows grown by hysteresis; 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read
 NA = NOT_APPLICABLE
 ORANGE = np.array([255, 140, 0], np.uint8)
 
@@ -87,6 +87,8 @@ class RefArrow:
 
 READ_CONFIDENT = 0.9  # share of the reference's OCR confidence that still reads as clearly as it
 ARROW_WEAK_DE = 65.0  # ΔE from an arrow's colour within which ink joined to it still belongs to it
+LAYER_FLAT_DE = 8.0   # ΔE from the layer's orange within which a pixel is the drawn layer's flat colour
+ARROW_EDGE_PX = 4     # px beside an arrow that may belong to its drawing (anti-aliasing, an outline)
 STROKE_NOISE = 1.1   # ratio of ink mass that lossy coding or a resampling alone gives a text line
 PROPS_PAD = 2   # px around a text box: a frame drawn at the box's edge falls inside whole on both sides
 
@@ -1121,7 +1123,8 @@ class ProgrammaticJudge:
         # the answer's layer: OCR and orange pixels
         ans_lab = to_lab(ans)
         orange_lab = to_lab(ORANGE[None, None, :])[0, 0]
-        orange = np.linalg.norm(ans_lab - orange_lab, axis=2) < 30
+        orange_de = np.linalg.norm(ans_lab - orange_lab, axis=2)
+        orange, flat = orange_de < 30, orange_de < LAYER_FLAT_DE
         ref_orange = np.linalg.norm(to_lab(ref) - orange_lab, axis=2) < 30
         # labels: the full frame (upscaled for small text), and the orange layer isolated as dark on white
         boxes = read_speed_labels(ans, len(case.target_state), places=layer_boxes)
@@ -1162,10 +1165,11 @@ class ProgrammaticJudge:
                 continue
             body = g & ~drawn
             orange_body = body.any() and float(np.mean(ref_orange[body])) > 0.25
-            # the answer's own orange layer (an arrow across the object) is no part of the object; an
-            # orange-looking object is matched whole, since its pixels are orange too
+            # the answer's own orange layer (an arrow across the object, with its edge or an outline)
+            # is no part of the object; an orange-looking object is matched whole, since its pixels
+            # are orange too
             hit = locate_object(ans, ref, g & ~ref_orange, 0.15 * diag,
-                                seen=None if orange_body else ~ME.dilate(orange, 2))
+                                seen=None if orange_body else ~ME.dilate(orange, ARROW_EDGE_PX))
             if hit is None:
                 posl.append(0.0); app.append(0.0)
                 continue
@@ -1173,7 +1177,9 @@ class ProgrammaticJudge:
             a = ME.shifted(g, dy, dx)
             on_objects |= a
             if orange_body:
-                located |= a    # an orange-looking object: its pixels must not pass for arrow pixels
+                # an orange-looking object: its pixels must not pass for arrow pixels, except those of
+                # the layer's own flat colour, which a shaded body hardly shows (its arrow across it)
+                located |= a & ~flat
             ya, xa = np.nonzero(a)
             cents[oid] = np.array([xa.mean() + 0.5, ya.mean() + 0.5])
             quality = ME.ramp(de, 8.0, 30.0)
@@ -1223,6 +1229,18 @@ class ProgrammaticJudge:
                     for a, b in ((i, j), (j, i)):
                         if a not in assign and b in assign and C[a, cand.index(assign[b])] < 0.2 * diag:
                             assign[a] = assign[b]
+                # two arrows drawn over one another (head to head between two bodies) make one shape
+                # too: a body left without an arrow takes one that ends at its own centre
+                for i, s in enumerate(moving):
+                    if i in assign:
+                        continue
+                    obj = gt.get(s.id)
+                    reach = (math.sqrt(max(1.0, float(obj.sum())) / math.pi) if obj is not None else 8.0) + 2 * width
+                    for j in set(assign.values()):
+                        shp = shapes[j]
+                        if min(np.linalg.norm(shp.tail - anchors[i]), np.linalg.norm(shp.head - anchors[i])) <= reach:
+                            assign[i] = j
+                            break
             for si, s in enumerate(moving):
                 best = assign.get(si)
                 if best is None:

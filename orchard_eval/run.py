@@ -33,7 +33,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -73,17 +73,16 @@ def _indices(case: EvalCase, times: Sequence[float], n_phys: int, rule: str) -> 
     raise ValueError(f"unknown alignment rule {rule!r}")
 
 
-def _decode_pass(path: Path, size: tuple[int, int], keep
+def _decode_pass(path: Path, size: tuple[int, int], keep: Callable[[int | None], set[int] | None]
                  ) -> tuple[dict[int, np.ndarray], int, int | None, tuple[int, int] | None]:
-    """Decode `path` once in order; frames whose index is in `keep` (all when None, up to
-    MAX_KEEP_FRAMES) are converted and resized to `size`. `keep` may also be a function of the
-    container's declared frame count (None when it declares none) that returns that set. Returns
+    """Decode `path` once in order; the frames whose index is in `keep(declared)` (`declared`: the
+    container's declared frame count, None when it declares none; all frames, up to
+    MAX_KEEP_FRAMES, when `keep` returns None) are converted and resized to `size`. Returns
     (frames, decodable count, the declared frame count or None, the video's own frame size). Stops
     at the first corrupt packet after frame 0."""
     container, stream = _open_video(path)
     declared = int(stream.frames) if stream.frames else None
-    if callable(keep):
-        keep = keep(declared)
+    keep = keep(declared)
     frames: dict[int, np.ndarray] = {}
     n = 0
     source: tuple[int, int] | None = None
@@ -138,7 +137,7 @@ def decode_deduction(case: EvalCase, path: Path, rule: str = "paper", dense: boo
             return fail(f"{path}: only the condition frame, no physics frames", "no_frames", n_total)
         need = wanted(n_total)
         if not need <= set(frames):
-            frames, n2, _, source = _decode_pass(path, size, need)
+            frames, n2, _, source = _decode_pass(path, size, lambda _declared: need)
             n_total = min(n_total, n2)
     except MediaError as exc:
         return fail(str(exc), exc.kind)

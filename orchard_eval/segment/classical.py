@@ -603,10 +603,11 @@ def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, imag
     refs = [m for m in ctx.reference_masks.values() if m is not None and m.any()]
     if not refs:
         return False
-    if "reference_extent" not in ctx.cache:
-        ctx.cache["reference_extent"] = max(max(np.ptp(np.nonzero(m)[0]), np.ptp(np.nonzero(m)[1])) + 1
-                                            for m in refs)
-    sizes, extent = [int(m.sum()) for m in refs], ctx.cache["reference_extent"]
+    if "reference_extent" not in ctx.cache:     # the reference's object sizes and largest extent, once
+        ctx.cache["reference_extent"] = ([int(m.sum()) for m in refs],
+                                         max(max(np.ptp(np.nonzero(m)[0]), np.ptp(np.nonzero(m)[1])) + 1
+                                             for m in refs))
+    sizes, extent = ctx.cache["reference_extent"]
     n, labels, stats, _ = cv2.connectedComponentsWithStats(fg.astype(np.uint8), connectivity=8)
     coloured = np.zeros(fg.shape, bool)
     coloured[fg] = keep

@@ -1040,6 +1040,22 @@ class _RoiFit:
             weight[self.unobservable] = 0.0
         return alpha, weight, keep
 
+    def body_coloured(self, oid: str, fit: "Fit", template: np.ndarray, pixels: np.ndarray) -> np.ndarray:
+        """Of `pixels` (outside a fitted outline), those that show the body's colour read against the
+        fitted silhouette's own interior, by the rule `evidence` keeps blob pixels with; worked out on
+        the window around the silhouette and those pixels only."""
+        if not pixels.any() or not template.any():
+            return np.zeros_like(pixels)
+        ys, xs = np.nonzero(pixels | template)
+        win = (slice(max(int(ys.min()) - 2, 0), int(ys.max()) + 3), slice(max(int(xs.min()) - 2, 0), int(xs.max()) + 3))
+        shift = self.rim_shift([(oid, fit.image_centre)]) if self.limbs else None
+        alpha, weight = luma_alpha(self.image[win], self.plate[win], template[win], image_ycc=self.image_ycc[win],
+                                   plate_ycc=self.plate_ycc[win], rim_shift=None if shift is None else shift[win])
+        keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (self.hue[win] >= HUE_EVIDENCE))) & ~self.unsure[win]
+        out = np.zeros_like(pixels)
+        out[win] = pixels[win] & keep
+        return out
+
     def hidden_at(self, ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None) -> np.ndarray:
         """Pixels the scene hides of these bodies, at fitted poses or at image start positions."""
         out = np.zeros(self.shape, bool)
@@ -1215,9 +1231,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             # blob pixels beyond the blended rim stay where they show the body's colour read against
             # the fitted silhouette's own interior: an enlarged or deformed body keeps them, a codec's
             # smear (the body's colour bled into the plate, which the blob's interior already holds) not
-            _, _, solid = roi.evidence(templates[oid], masks[oid], [(oid, f.image_centre)])
-            out[oid] = ((templates[oid] & claim & visible)
-                        | (masks[oid] & ~near[oid] & ~others & strong[oid] & solid))
+            beyond = roi.body_coloured(oid, f, templates[oid], masks[oid] & ~near[oid] & ~others & strong[oid])
+            out[oid] = (templates[oid] & claim & visible) | beyond
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)
     ids = list(fits)

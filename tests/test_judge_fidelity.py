@@ -1,6 +1,6 @@
-"""The judge benchmark (orchard_eval.judge_fidelity) on REAL built cases: the same build as
-tests/test_judge_programmatic.py (one shipped config each of three tasks), every answer written in the
-submission layout and scored through `orchard_eval.run.Scorer`.
+"""The judge benchmark (orchard_eval.judge_fidelity) on REAL built cases: the shipped suite's first config
+of every task (scenes/<task>/000000.yaml, built as tests/test_judge_programmatic.py builds), every
+answer written in the submission layout and scored through `orchard_eval.run.Scorer`.
 
 Asserted: the oracle ≥ 0.98 on every subtrack, the blank baseline ≤ 0.15 where the issue asks it,
 every known-wrong answer the cases carry drops its catching criterion by ≥ 0.5, and the appearance
@@ -14,7 +14,11 @@ pytest.importorskip("rapidocr")
 
 from orchard_eval.judge_fidelity.bench import run  # noqa: E402
 
-from test_judge_programmatic import built  # noqa: E402,F401  (session fixture: the real build)
+from pathlib import Path  # noqa: E402
+
+from test_judge_programmatic import build_cases  # noqa: E402
+
+TASKS = tuple(sorted(p.name for p in (Path(__file__).resolve().parent.parent / "scenes").iterdir() if p.is_dir()))
 
 # target name → why it is not met yet (docs/judges.md, "Limits")
 KNOWN_MISSES = {
@@ -24,10 +28,11 @@ KNOWN_MISSES = {
 
 
 @pytest.fixture(scope="module")
-def report(built, tmp_path_factory):  # noqa: F811
-    ds, by_task = built
+def report(tmp_path_factory):
+    ds, by_task = build_cases(tmp_path_factory, TASKS, "judge_bench_cases", configs="scenes")
+    assert set(by_task) == set(TASKS), sorted(set(TASKS) - set(by_task))
     ids = [c.case_id for c in by_task.values()]
-    return run(str(ds.root), tmp_path_factory.mktemp("judge_bench"), ids, ids, jobs=1)
+    return run(str(ds.root), tmp_path_factory.mktemp("judge_bench"), ids, ids, jobs=2)
 
 
 def test_oracle_full_marks(report):

@@ -32,33 +32,41 @@ REF_ROLES = ("annotated_first_frame", "perception_text", "perception_graphic", "
              "formulation_graphic")
 
 
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
+def build_cases(tmp_path_factory, tasks, name: str = "judge_cases", configs: str = "tests/fixtures/scenes"):
+    """One built case per task of `tasks` (config 000000 of each under `configs`, relative to the
+    repository: the test fixtures by default, the quickest real build; `scenes` for the shipped
+    suite's own), or the dataset ORCHARD_JUDGE_CASES names: (dataset, {task: its first case})."""
     given = os.environ.get("ORCHARD_JUDGE_CASES")
     if given:
         root = Path(given)
     else:
         if shutil.which("orchard-build") is None and not Path(sys.executable).with_name("orchard-build").exists():
             pytest.fail("orchard-build is not installed")
-        root = tmp_path_factory.mktemp("judge_cases") / "orchard"
+        root = tmp_path_factory.mktemp(name) / "orchard"
         cmd = [sys.executable, "-m", "orchard_build.cli"]
         repo = Path(__file__).resolve().parent.parent
-        fixtures = [repo / "tests" / "fixtures" / "scenes" / t / "000000.yaml" for t in TASKS]
-        if all(f.is_file() for f in fixtures):   # one shipped config per task: the quickest real build
+        fixtures = [repo / configs / t / "000000.yaml" for t in tasks]
+        if all(f.is_file() for f in fixtures):
             args = ["--config", *map(str, fixtures)]
         else:
-            args = sum((["--task", t] for t in TASKS), [])
+            args = sum((["--task", t] for t in tasks), [])
         args += ["--out", str(root), "--no-progress", "--jobs", "2"]
-        proc = subprocess.run(cmd + args, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd + args, capture_output=True, text=True, timeout=900)
         if not (root / "dataset.json").is_file():
             pytest.fail(f"orchard-build produced no dataset: {proc.stderr[-500:]}")
     ds = load_dataset(root)
     by_task = {}
     for cid, case in sorted(ds.cases.items()):
-        by_task.setdefault(case.task, case)   # one case per task keeps the session short
+        if case.task in tasks:
+            by_task.setdefault(case.task, case)   # one case per task keeps the session short
     if not by_task:
         pytest.fail("no case was built")
     return ds, by_task
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    return build_cases(tmp_path_factory, TASKS)
 
 
 @pytest.fixture(scope="session")

@@ -88,7 +88,7 @@ class RefArrow:
 READ_CONFIDENT = 0.9  # share of the reference's OCR confidence that still reads as clearly as it
 ARROW_WEAK_DE = 65.0  # ΔE from an arrow's colour within which ink joined to it still belongs to it
 LAYER_FLAT_DE = 8.0   # ΔE from the layer's orange within which a pixel is the drawn layer's flat colour
-ARROW_EDGE_PX = 4     # px beside an arrow that may belong to its drawing (anti-aliasing, an outline)
+ARROW_EDGE_PX = 4     # px beside an arrow within which a pixel far darker than the reference's is its outline
 STROKE_NOISE = 1.1   # ratio of ink mass that lossy coding or a resampling alone gives a text line
 PROPS_PAD = 2   # px around a text box: a frame drawn at the box's edge falls inside whole on both sides
 
@@ -1125,7 +1125,8 @@ class ProgrammaticJudge:
         orange_lab = to_lab(ORANGE[None, None, :])[0, 0]
         orange_de = np.linalg.norm(ans_lab - orange_lab, axis=2)
         orange, flat = orange_de < 30, orange_de < LAYER_FLAT_DE
-        ref_orange = np.linalg.norm(to_lab(ref) - orange_lab, axis=2) < 30
+        ref_orange_de = np.linalg.norm(to_lab(ref) - orange_lab, axis=2)
+        ref_orange, ref_flat = ref_orange_de < 30, ref_orange_de < LAYER_FLAT_DE
         # labels: the full frame (upscaled for small text), and the orange layer isolated as dark on white
         boxes = read_speed_labels(ans, len(case.target_state), places=layer_boxes)
         # labels OCR cannot spell out on the reference itself: there a bare number at the label's place
@@ -1160,16 +1161,20 @@ class ProgrammaticJudge:
                      int(la.get("width", 4)) * 5)
         drawn = drawn_u8.astype(bool)
         on_objects = np.zeros(ref.shape[:2], bool)
+        drawn_layer = ME.dilate(orange, 2) | (ME.dilate(orange, ARROW_EDGE_PX)
+                                              & (ans_lab[..., 0] < 0.5 * to_lab(ref)[..., 0]))
         for oid, g in gt.items():
             if not g.any():
                 continue
             body = g & ~drawn
             orange_body = body.any() and float(np.mean(ref_orange[body])) > 0.25
-            # the answer's own orange layer (an arrow across the object, with its edge or an outline)
-            # is no part of the object; an orange-looking object is matched whole, since its pixels
-            # are orange too
-            hit = locate_object(ans, ref, g & ~ref_orange, 0.15 * diag,
-                                seen=None if orange_body else ~ME.dilate(orange, ARROW_EDGE_PX))
+            # the answer's own orange layer (an arrow across the object, grown 2 px, and a dark outline
+            # round it) is no part of the object; an orange-looking object is matched whole, since its
+            # pixels are orange too
+            # (an orange-looking object's own pixels are orange too: only the layer's flat colour over it
+            # is left out of its template)
+            hit = locate_object(ans, ref, g & ~(ref_flat if orange_body else ref_orange), 0.15 * diag,
+                                seen=None if orange_body else ~drawn_layer)
             if hit is None:
                 posl.append(0.0); app.append(0.0)
                 continue

@@ -21,6 +21,7 @@ from PIL import Image, ImageDraw
 
 from ..cases import EvalCase
 from ..segment.classical import to_lab
+from ..segment.photometry import channel_difference
 
 ORANGE_RGB = (255, 140, 0)
 
@@ -274,7 +275,7 @@ def fg_outlined_arrow(case: EvalCase) -> WrongAnswer | None:
     if scene is not None:
         # the arrows are orange the reference adds to the scene at t*: an orange-red support beside
         # them is no part of them, and the outline must hug the arrow itself
-        drawn &= np.abs(img.astype(np.int16) - scene.astype(np.int16)).max(axis=2) > 40
+        drawn &= channel_difference(img, scene) > 40
     arrow = drawn & (near > 0)
     ring = cv2.dilate(arrow.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool) & ~arrow
     img[ring] = (25, 25, 25)

@@ -497,6 +497,11 @@ def _pair_alike(masks: dict, alike: list, gt: dict) -> dict:
     return out
 
 
+def _object_radius(mask: np.ndarray | None) -> float:
+    """Radius (px) of the disc with an object's reference area; 8 px without a mask."""
+    return math.sqrt(max(1.0, float(mask.sum())) / math.pi) if mask is not None else 8.0
+
+
 def outline_share(L: np.ndarray, shape: np.ndarray, off: np.ndarray) -> float:
     """Share of the ring around `shape` (2 px, within `off`) that is an outline: darker than the shape
     AND than what lies just beyond it at the same place (2–5 px out, a local mean). A borderless arrow
@@ -1125,7 +1130,8 @@ class ProgrammaticJudge:
         orange_lab = to_lab(ORANGE[None, None, :])[0, 0]
         orange_de = np.linalg.norm(ans_lab - orange_lab, axis=2)
         orange, flat = orange_de < 30, orange_de < LAYER_FLAT_DE
-        ref_orange_de = np.linalg.norm(to_lab(ref) - orange_lab, axis=2)
+        ref_lab = to_lab(ref)
+        ref_orange_de = np.linalg.norm(ref_lab - orange_lab, axis=2)
         ref_orange, ref_flat = ref_orange_de < 30, ref_orange_de < LAYER_FLAT_DE
         # labels: the full frame (upscaled for small text), and the orange layer isolated as dark on white
         boxes = read_speed_labels(ans, len(case.target_state), places=layer_boxes)
@@ -1162,7 +1168,7 @@ class ProgrammaticJudge:
         drawn = drawn_u8.astype(bool)
         on_objects = np.zeros(ref.shape[:2], bool)
         drawn_layer = ME.dilate(orange, 2) | (ME.dilate(orange, ARROW_EDGE_PX)
-                                              & (ans_lab[..., 0] < 0.5 * to_lab(ref)[..., 0]))
+                                              & (ans_lab[..., 0] < 0.5 * ref_lab[..., 0]))
         for oid, g in gt.items():
             if not g.any():
                 continue
@@ -1170,9 +1176,7 @@ class ProgrammaticJudge:
             orange_body = body.any() and float(np.mean(ref_orange[body])) > 0.25
             # the answer's own orange layer (an arrow across the object, grown 2 px, and a dark outline
             # round it) is no part of the object; an orange-looking object is matched whole, since its
-            # pixels are orange too
-            # (an orange-looking object's own pixels are orange too: only the layer's flat colour over it
-            # is left out of its template)
+            # pixels are orange too (only the layer's flat colour over it is left out of its template)
             hit = locate_object(ans, ref, g & ~(ref_flat if orange_body else ref_orange), 0.15 * diag,
                                 seen=None if orange_body else ~drawn_layer)
             if hit is None:
@@ -1239,8 +1243,7 @@ class ProgrammaticJudge:
                 for i, s in enumerate(moving):
                     if i in assign:
                         continue
-                    obj = gt.get(s.id)
-                    reach = (math.sqrt(max(1.0, float(obj.sum())) / math.pi) if obj is not None else 8.0) + 2 * width
+                    reach = _object_radius(gt.get(s.id)) + 2 * width
                     for j in set(assign.values()):
                         shp = shapes[j]
                         if min(np.linalg.norm(shp.tail - anchors[i]), np.linalg.norm(shp.head - anchors[i])) <= reach:
@@ -1263,8 +1266,7 @@ class ProgrammaticJudge:
                 dark = outline_share(ans_lab[..., 0], c, ~orange & ~ME.dilate(on_objects, 3))
                 style.append(ME.colour_score(shp.lab, orange_lab, 35.0) * ME.ramp(dark, 0.25, 0.7))
                 centre = anchors[si]
-                obj = gt.get(s.id)
-                r = math.sqrt(max(1.0, float(obj.sum())) / math.pi) if obj is not None else 8.0
+                r = _object_radius(gt.get(s.id))
                 # the tail may be hidden under the object: measure the centre's distance from the arrow's
                 # axis and how far ahead of the centre the visible tail begins (up to one radius is fine)
                 d = shp.direction

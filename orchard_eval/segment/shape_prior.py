@@ -1028,12 +1028,16 @@ class _RoiFit:
                            smear_px=self.smear_px)
         return (fs, keep_now) if again is None else (again, keep_now)
 
+    def _object_like(self, alpha: np.ndarray, weight: np.ndarray, win=(slice(None), slice(None))) -> np.ndarray:
+        """Pixels (of the window `win`) that read as the object: on luma evidence (or, where luma cannot
+        tell, on hue), never when they look like the plate in shadow."""
+        return (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (self.hue[win] >= HUE_EVIDENCE))) \
+            & ~self.unsure[win]
+
     def evidence(self, blob: np.ndarray, own: np.ndarray, starts: list[tuple[str, tuple[float, float]]] = ()):
         alpha, weight = luma_alpha(self.image, self.plate, blob, image_ycc=self.image_ycc, plate_ycc=self.plate_ycc,
                                    rim_shift=self.rim_shift(starts) if self.limbs else None)
-        # blob pixels outside the silhouette stay only on luma evidence (or, where luma cannot
-        # tell, on hue), never when they look like the plate in shadow
-        keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (self.hue >= HUE_EVIDENCE))) & ~self.unsure
+        keep = self._object_like(alpha, weight)
         weight[self.unsure] = 0.0
         weight[self.taken_all & ~own] = 0.0        # another object's pixels say nothing about this one
         if self.unobservable is not None:
@@ -1042,7 +1046,7 @@ class _RoiFit:
 
     def body_coloured(self, oid: str, fit: "Fit", template: np.ndarray, pixels: np.ndarray) -> np.ndarray:
         """Of `pixels` (outside a fitted outline), those that show the body's colour read against the
-        fitted silhouette's own interior, by the rule `evidence` keeps blob pixels with; worked out on
+        fitted silhouette's own interior (`_object_like`, as `evidence` keeps blob pixels); worked out on
         the window around the silhouette and those pixels only."""
         if not pixels.any() or not template.any():
             return np.zeros_like(pixels)
@@ -1051,7 +1055,7 @@ class _RoiFit:
         shift = self.rim_shift([(oid, fit.image_centre)]) if self.limbs else None
         alpha, weight = luma_alpha(self.image[win], self.plate[win], template[win], image_ycc=self.image_ycc[win],
                                    plate_ycc=self.plate_ycc[win], rim_shift=None if shift is None else shift[win])
-        keep = (((alpha >= 0.5) & (weight >= 0.5)) | ((weight < 0.5) & (self.hue[win] >= HUE_EVIDENCE))) & ~self.unsure[win]
+        keep = self._object_like(alpha, weight, win)
         out = np.zeros_like(pixels)
         out[win] = pixels[win] & keep
         return out

@@ -352,3 +352,30 @@ def test_a_case_holds_still_only_when_no_object_moves_in_the_image():
     assert holds_still(case(0.0)) and holds_still(case(0.5 * STILL_PX))
     assert not holds_still(case(3 * STILL_PX))
     assert not holds_still(SimpleNamespace(object_tracks=lambda: None))
+
+
+def test_a_short_arrows_head_is_found_where_other_arrows_meet_its_tail():
+    """Axes drawn from one origin: a short axis's head is half its length, and a blurred junction
+    with the other axes widens its tail end; the head is still the end that is wider than the shaft."""
+    import cv2
+
+    from orchard_eval.judging import measure as ME
+
+    img = np.full((60, 60, 3), 255, np.uint8)
+    mask = np.zeros((60, 60), np.uint8)
+    cv2.line(mask, (10, 30), (18, 30), 1, 2)                          # shaft
+    cv2.fillPoly(mask, [np.array([[18, 26], [26, 30], [18, 34]])], 1)  # head: half the length
+    cv2.circle(mask, (12, 30), 3, 1, -1)                               # the junction by the tail
+    shape = ME.arrow_shape(mask.astype(bool), img)
+    assert shape is not None and shape.direction[0] > 0.95, shape.direction
+    flipped = ME.arrow_shape(mask[:, ::-1].astype(bool), img)
+    assert flipped.direction[0] < -0.95
+
+
+def test_a_speed_label_read_without_its_equals_sign_keeps_its_value():
+    from orchard_eval.judging import programmatic as P
+
+    assert P.SPEED_LABEL.match("v 0.93") is None                     # not the asked format
+    assert P.UNSIGNED_LABEL.match("v 0.93").group(1) == "0.93"       # but the value is read
+    assert P._label_rank("v 0.93") == P._label_rank("v = 0.93") == 2 > P._label_rank("0.93")
+    assert P.UNSIGNED_LABEL.match("v0.93") is None and P.UNSIGNED_LABEL.match("vel 3") is None

@@ -36,7 +36,7 @@ from . import mathtext as MT
 from . import measure as ME
 from . import ocr as OCR
 
-VERSION = "1.4.0"   # 1.4: F-G arrows across an object of their own colour, head-to-head arrows one each; 1.3: P-T text measured over the same pixels both sides, numbers re-read, arrows grown by hysteresis; 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read
+VERSION = "1.5.0"   # 1.5: an arrow's head is the half wider than its shaft, speed labels read from the frame where the isolated layer fails and without their "="; 1.4: F-G arrows across an object of their own colour, head-to-head arrows one each; 1.3: P-T text measured over the same pixels both sides, numbers re-read, arrows grown by hysteresis; 1.2: P-T scaled by the white page, F-G arrows shared / outline local / labels re-read
 NA = NOT_APPLICABLE
 ORANGE = np.array([255, 140, 0], np.uint8)
 
@@ -287,9 +287,11 @@ class CaseRefs:
 
 
 SPEED_LABEL = re.compile(r"^\s*[vVνyY]\s*[=:]\s*(-?\d+(?:[.,]\d+)?)\s*(.*)$")
+# a label read without its "=" (a faint sign under coding): its format is not shown, its value is
+UNSIGNED_LABEL = re.compile(r"^\s*[vVνyY]\s+(-?\d+(?:[.,]\d+)?)\s*(.*)$")
 
 
-LABEL_START = re.compile(r"[vVνyY]\s*[=:]\s*-?\d")
+LABEL_START = re.compile(r"[vVνyY]\s*(?:[=:]|\s)\s*-?\d")   # with or without its "=" (UNSIGNED_LABEL)
 
 
 def _label_rank(text: str) -> int:
@@ -314,7 +316,8 @@ def read_speed_labels(img: np.ndarray, n_expected: int, places: list | None = No
     While labels are still missing, every incomplete reading (a number without its `v =`, a stray
     `v`) and every expected label place (`places`, boxes) is read again from a crop of the isolated
     layer: a text detector that joins a label to a neighbouring shape or splits it on a busy or
-    compressed ground reads the label alone."""
+    compressed ground reads the label alone (from the frame itself where the isolated layer does not
+    spell it)."""
     lab = to_lab(img)
     orange_lab = to_lab(ORANGE[None, None, :])[0, 0]
     iso = np.clip(255.0 * (np.linalg.norm(lab - orange_lab, axis=2) - 15.0) / 45.0, 0, 255).astype(np.uint8)
@@ -338,7 +341,12 @@ def read_speed_labels(img: np.ndarray, n_expected: int, places: list | None = No
     if complete() < n_expected:
         regions += [b.box for b in boxes if _label_rank(b.text) < 2 and re.search(r"[\dvVνyY]", b.text)]
     for box in regions:
-        boxes = _merge_readings(boxes, _read_crop(iso, box), clean_wins=True)
+        found = _read_crop(iso, box)
+        if not any(_label_rank(b.text) >= 2 for b in found):
+            # over a body of about the layer's hue a codec's chroma blurs the isolated layer, while the
+            # frame's own luma still spells the label
+            found = _merge_readings(found, _read_crop(img, box))
+        boxes = _merge_readings(boxes, found, clean_wins=True)
     return boxes
 
 
@@ -1289,18 +1297,20 @@ class ProgrammaticJudge:
         for b in [piece for b in boxes for piece in _split_labels(b)]:
             m = pat.match(b.text.replace("—", "-"))
             if m:
-                labels.append((b, float(m.group(1).replace(",", ".")), m.group(2).strip()))
+                labels.append((b, float(m.group(1).replace(",", ".")), m.group(2).strip(), True))
+            elif m := UNSIGNED_LABEL.match(b.text.replace("—", "-")):
+                labels.append((b, float(m.group(1).replace(",", ".")), m.group(2).strip(), False))
             elif re.search(r"\d", b.text) and re.search(r"[vV]", b.text):
-                labels.append((b, None, b.text))
+                labels.append((b, None, b.text, False))
             elif blind and (m := BARE_NUMBER.match(b.text)):
-                labels.append((b, float(m.group(1).replace(",", ".")), "bare"))
+                labels.append((b, float(m.group(1).replace(",", ".")), "bare", True))
         present, value, unit = [], [], []
         used: set[int] = set()
         for s in case.target_state:
             anchor = np.array(layer_labels[s.id]["box"][:2]) + 0.5 * (np.array(layer_labels[s.id]["box"][2:]) - np.array(layer_labels[s.id]["box"][:2])) \
                 if s.id in layer_labels else np.array(s.center_image or (0, 0))
             best, bd = None, None
-            for li, (b, v, rest) in enumerate(labels):
+            for li, (b, v, rest, _) in enumerate(labels):
                 if li in used or (rest == "bare" and s.id not in blind):
                     continue
                 d = math.dist(b.center, anchor)
@@ -1310,8 +1320,8 @@ class ProgrammaticJudge:
                 present.append(0.0); value.append(0.0)
                 continue
             used.add(best)
-            b, v, rest = labels[best]
-            present.append(1.0 if v is not None else 0.5)
+            b, v, rest, formatted = labels[best]
+            present.append(1.0 if formatted else 0.5)
             want = float(s.speed or 0.0) if s.moving else 0.0
             if v is None:
                 value.append(0.0)

@@ -191,11 +191,12 @@ def arrow_shape(mask: np.ndarray, img: np.ndarray) -> ArrowShape | None:
     width = np.where(counts > 0, qmax - qmin + 1.0, 0.0)
     k = max(1, int(0.3 * nb))
     mid = width[k:nb - k] if nb > 2 * k else width
-    shaft = float(np.median(mid[mid > 0])) if np.any(mid > 0) else float(np.median(width[width > 0]))
+    typical = float(np.median(width[width > 0]))
+    shaft = float(np.median(mid[mid > 0])) if np.any(mid > 0) else typical
     # the head is the half whose width exceeds the shaft's more: a short arrow's head is half its
     # length (end windows would miss its base), and where arrows meet at their tails (a frame of axes)
     # a blurred or coded junction widens that end by far less than a head does
-    excess = np.maximum(width - float(np.median(width[width > 0])), 0.0)
+    excess = np.maximum(width - typical, 0.0)
     half = nb // 2
     lo_x, hi_x = float(excess[:half].sum()), float(excess[nb - half:].sum())
     head_at_hi = hi_x > lo_x if lo_x != hi_x else width[-k:].mean() >= width[:k].mean()

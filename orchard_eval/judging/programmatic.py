@@ -304,6 +304,11 @@ def _label_rank(text: str) -> int:
 BARE_NUMBER = re.compile(r"^\s*(-?\d+(?:[.,]\d+)?)\s*$")
 
 
+def _number(m: re.Match) -> float:
+    """The number a label pattern captured first (a decimal comma read as a point)."""
+    return float(m.group(1).replace(",", "."))
+
+
 def _overlaps(a, b) -> bool:
     return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
 
@@ -1292,18 +1297,15 @@ class ProgrammaticJudge:
             scores["arrow_from_center"] = float(np.mean(origin))
             scores["arrow_direction_match"] = float(np.mean(direc))
         # speed labels
-        pat = SPEED_LABEL
-        labels = []
+        labels = []   # (reading, value, the text after it or "bare", shown in the asked "v = …" format)
         for b in [piece for b in boxes for piece in _split_labels(b)]:
-            m = pat.match(b.text.replace("—", "-"))
-            if m:
-                labels.append((b, float(m.group(1).replace(",", ".")), m.group(2).strip(), True))
-            elif m := UNSIGNED_LABEL.match(b.text.replace("—", "-")):
-                labels.append((b, float(m.group(1).replace(",", ".")), m.group(2).strip(), False))
+            text = b.text.replace("—", "-")
+            if m := SPEED_LABEL.match(text) or UNSIGNED_LABEL.match(text):
+                labels.append((b, _number(m), m.group(2).strip(), m.re is SPEED_LABEL))
             elif re.search(r"\d", b.text) and re.search(r"[vV]", b.text):
                 labels.append((b, None, b.text, False))
             elif blind and (m := BARE_NUMBER.match(b.text)):
-                labels.append((b, float(m.group(1).replace(",", ".")), "bare", True))
+                labels.append((b, _number(m), "bare", True))
         present, value, unit = [], [], []
         used: set[int] = set()
         for s in case.target_state:

@@ -40,6 +40,7 @@ from scipy.optimize import linear_sum_assignment
 from ..media import MediaError
 from ..metrics import mask_centroid
 from .base import SegmentContext, Segmentation
+from .body_size import scaled_bodies
 from .conditioning import scene_view, white_view
 from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, InputLayer
@@ -915,7 +916,7 @@ class ClassicalSegmenter:
             if eligible is not None:
                 limbs = ctx.limbs if ctx.limbs_at is None or ctx.time is None else ctx.limbs_at(ctx.time, ctx.gt_frame)
                 masks, centres, prior_notes = apply_shape_prior(
-                    masks, ctx.bodies, ctx.camera, image, plate, allowed=eligible,
+                    masks, _drawn_bodies(ctx, view.scales), ctx.camera, image, plate, allowed=eligible,
                     ambiguous=shadow_like, unobservable=ignore, time=ctx.time, alike=alike,
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
                     and ctx.scene_depth.shape == image.shape[:2] else None, limbs=limbs,
@@ -940,6 +941,15 @@ class ClassicalSegmenter:
             notes.append("no object found")
         return Segmentation(masks=masks, foreground=fg, low_confidence=low, confidence=confidence, notes=notes,
                             centres=centres, alike=alike, unobservable=ignore)
+
+
+def _drawn_bodies(ctx: SegmentContext, scales: dict[str, float]) -> dict[str, BodyPrior]:
+    """The rigid models at the size the answer's frame 0 draws them (`body_size.frame0_scales`), once per answer."""
+    if not scales:
+        return ctx.bodies
+    if "drawn_bodies" not in ctx.answer_cache:
+        ctx.answer_cache["drawn_bodies"] = scaled_bodies(ctx.bodies, scales)
+    return ctx.answer_cache["drawn_bodies"]
 
 
 def alike_groups(case) -> list[list[str]]:

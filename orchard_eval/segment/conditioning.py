@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from .body_size import frame0_scales
 from .overlay import answer_overlay_mask
 from .photometry import ToneCurve, apply_inverse, channel_difference, fit_tone_curve
 from .registration import Landmarks, Registration, aspect_start, grey, landmarks, opencv_affine, register, \
@@ -51,6 +52,7 @@ class View:
     reference: "AnswerReference | None" = None   # `plate` is this answer's own background
     own_background: bool = False           # `plate` was estimated from this frame alone
     softness: float = 0.0                  # Gaussian σ (px) by which the answer smears object rims
+    scales: dict[str, float] = field(default_factory=dict)   # per body, how much larger the answer draws it
 
     @property
     def registered(self) -> bool:
@@ -130,6 +132,7 @@ class AnswerReference:
     plate_lab: np.ndarray | None = None     # `plate` in Lab, once per answer
     registration: Registration | None = None  # the camera of frame 0
     softness: float = 0.0      # how far the answer smears the objects' rims (`rim_softness`)
+    scales: dict[str, float] = field(default_factory=dict)   # bodies drawn larger than the case's (`body_size.frame0_scales`)
 
 
 def t0_objects(ctx) -> np.ndarray:
@@ -196,7 +199,10 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
         soft = rim_softness(out, ctx, hidden)
         if soft:
             notes.append(f"the answer's rims are softer than the case's (σ {soft:g} px on frame 0)")
-        ref = AnswerReference(curve, own, changed, out, notes, registration=reg0, softness=soft)
+        scales = frame0_scales(out, own, ctx, hidden)
+        for oid, k in sorted(scales.items()):
+            notes.append(f"{oid} drawn {k:.2f} × as large as the case's (frame 0)")
+        ref = AnswerReference(curve, own, changed, out, notes, registration=reg0, softness=soft, scales=scales)
     ctx.answer_cache["reference"] = ref
     return ref
 
@@ -455,7 +461,7 @@ def scene_view(image: np.ndarray, ctx, likely_object=None) -> View:
         hidden = None
     softness = ref.softness if ref is not None else sigma
     return View(out, hidden, reg, curve, notes, plate=background, blur=sigma, reference=ref, own_background=own,
-                softness=softness)
+                softness=softness, scales={} if ref is None else ref.scales)
 
 
 def _explains(image: np.ndarray, background: np.ndarray, hidden: np.ndarray | None) -> bool:

@@ -220,6 +220,25 @@ def test_a_support_in_front_hides_pixels_and_the_fit_sees_past_it():
     assert "ball" not in blind or np.linalg.norm(np.array(blind["ball"]) - CAM.project(centre[None])[0]) > 1.0
 
 
+def test_a_support_touching_the_body_in_front_hides_it_where_it_is_nearer_by_half_a_pixel():
+    # a rail the body rests against (a ball in a circular track): near the contact the rail's
+    # surface lies only a fraction of a pixel's worth of depth in front of the body's, and hides it
+    centre = np.array([0.0432, 0.0, 0.5123])
+    body = sphere()
+    ys, xs = np.mgrid[0:H, 0:W]
+    front = CAM.front_depth(body, centre, np.eye(3), xs.ravel() + 0.5, ys.ravel() + 0.5).reshape(H, W)
+    v = CAM.project(centre[None])[0][1]
+    px = CAM.depth(centre) / CAM.K[0, 0]                  # metres of depth per pixel at the body
+    rail = np.isfinite(front) & (ys > v)
+    depth = np.full((H, W), np.inf, np.float32)
+    depth[rail] = front[rail] - 0.5 * px
+    hidden = SP.hidden_pixels(CAM, body, centre, np.eye(3), depth)
+    assert hidden[rail].mean() >= 0.95 and not hidden[~rail].any()
+    # a surface right at the body's (within a tenth of a pixel) is the body's own contact: not hidden
+    depth[rail] = front[rail] - 0.1 * px
+    assert SP.hidden_pixels(CAM, body, centre, np.eye(3), depth)[rail].mean() <= 0.05
+
+
 def _shaded_rim_scene(centre, radius=0.08, ss=4):
     """A blue ball on grey whose left rim (the outer 1.5 px) is darker than its interior."""
     plate = np.full((H, W, 3), 160, np.uint8)

@@ -7,7 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from orchard_eval.segment.body_size import frame0_scales
+from orchard_eval.segment.body_size import frame0_scales as _frame0_scales
+from orchard_eval.segment.conditioning import objects_in_place
 
 BODIES = {"a": (220, 200, 26, (200, 40, 40)), "b": (420, 230, 32, (40, 160, 60))}   # x, y, radius (px), colour
 
@@ -37,7 +38,13 @@ def _video_context(plate: np.ndarray) -> SimpleNamespace:
         m = np.zeros(plate.shape[:2], np.uint8)
         cv2.circle(m, (x, y), r, 1, -1)
         masks[oid] = m > 0
-    return SimpleNamespace(reference_image=_discs(plate), reference_masks=masks, background=plate)
+    return SimpleNamespace(reference_image=_discs(plate), reference_masks=masks, background=plate, cache={},
+                           scene_depth=None, bodies=None, expected_at=None, camera=None)
+
+
+def frame0_scales(frame0, background, ctx, hidden):
+    """The sizes read on `frame0`, for the bodies it shows where the condition frame does."""
+    return _frame0_scales(frame0, background, ctx, hidden, objects_in_place(frame0, ctx, hidden)[0])
 
 
 @pytest.mark.parametrize("k", [1.1, 1.2])

@@ -24,7 +24,6 @@ import cv2
 import numpy as np
 
 from .matting import nearest_inside
-from .photometry import channel_difference
 
 SCALE_DETECTED = 1.04        # a body drawn this much larger (linear) than the case's is drawn larger
 SCALE_MAX = 1.5              # ... and one that seems larger than this is not the same body
@@ -33,8 +32,6 @@ SCALE_SMOOTH_PX = 1.0        # Gaussian σ both frames are smoothed by first (no
 SCALE_DIRECTIONS = 24        # widths per body
 SCALE_RAY_STEP_PX = 0.25
 SCALE_LIMB = 0.35            # off the blend line and away from the background by this × contrast: a shaded limb
-SAME_LEVELS = 24             # RGB levels (largest channel) within which frame 0 shows a body's interior as the condition
-SAME_SHARE = 0.9             # frame does, on this share of its pixels: the same body at the same place (as `conditioning`)
 
 
 def scaled_bodies(bodies: dict, scales: dict[str, float]) -> dict:
@@ -43,22 +40,20 @@ def scaled_bodies(bodies: dict, scales: dict[str, float]) -> dict:
             for oid, b in bodies.items()}
 
 
-def frame0_scales(frame0: np.ndarray, background: np.ndarray, ctx, hidden: np.ndarray | None) -> dict[str, float]:
-    """Per body that the answer's frame 0 (in the case's camera and photometry, `background` its own
-    background) draws larger than the condition frame does, the linear factor: the median ratio of
-    its widths in the two frames. Only bodies whose interior frame 0 shows as the condition frame
-    does."""
+def frame0_scales(frame0: np.ndarray, background: np.ndarray, ctx, hidden: np.ndarray | None,
+                  ids: set[str]) -> dict[str, float]:
+    """Per body of `ids` (those the answer's frame 0 shows where the condition frame does,
+    `conditioning.objects_in_place`) that frame 0 (in the case's camera and photometry, `background`
+    its own background) draws larger than the condition frame, the linear factor: the median ratio
+    of its widths in the two frames."""
     cond, plate = ctx.reference_image, ctx.background
     shape = cond.shape[:2]
-    masks = _masks(ctx.reference_masks, shape)
-    diff = channel_difference(frame0, cond)
+    masks = {k: m for k, m in ctx.reference_masks.items() if m is not None and m.shape == shape and m.sum() >= 20}
     blocked = np.zeros(shape, bool) if hidden is None else hidden
     out: dict[str, float] = {}
-    for oid, m in masks.items():
-        interior = _interior(m)
-        seen = interior & ~blocked
-        if seen.sum() < 10 or np.mean(diff[seen] <= SAME_LEVELS) < SAME_SHARE:
-            continue
+    for oid in sorted(ids & set(masks)):
+        m = masks[oid]
+        interior = cv2.erode(m.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
         ys, xs = np.nonzero(m)
         centre = (float(xs.mean()), float(ys.mean()))
         reach = _reach(m, centre)
@@ -74,23 +69,15 @@ def frame0_scales(frame0: np.ndarray, background: np.ndarray, ctx, hidden: np.nd
 def _in_front(ctx, oid: str, shape) -> np.ndarray | bool:
     """Where the static scene lies nearer than body `oid`'s front at t = 0 (a support in front
     of it: what a larger body there would grow behind is not seen)."""
-    depth, body = getattr(ctx, "scene_depth", None), (getattr(ctx, "bodies", None) or {}).get(oid)
-    where = ctx.expected_at(0.0) if getattr(ctx, "expected_at", None) is not None else {}
-    if depth is None or depth.shape != shape or body is None or ctx.camera is None or where.get(oid) is None:
+    depth, body = ctx.scene_depth, (ctx.bodies or {}).get(oid)
+    where = ctx.expected_at(0.0) if ctx.expected_at is not None else {}
+    if depth is None or depth.shape != shape or body is None or where.get(oid) is None:
         return False
     placed = ctx.camera.place(body, where[oid], 0.0)
     if placed is None:
         return False
     front = ctx.camera.depth(placed[0]) - float(np.linalg.norm(body._local, axis=1).max())
     return np.isfinite(depth) & (depth < front)
-
-
-def _masks(masks: dict, shape) -> dict[str, np.ndarray]:
-    return {k: m for k, m in masks.items() if m is not None and m.shape == shape and m.sum() >= 20}
-
-
-def _interior(m: np.ndarray) -> np.ndarray:
-    return cv2.erode(m.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
 
 
 def _others(masks: dict[str, np.ndarray], oid: str) -> np.ndarray:
@@ -119,23 +106,12 @@ def _median_ratio(w: np.ndarray, ref: np.ndarray) -> float | None:
     return float(np.median(w[ok] / ref[ok]))
 
 
-def _angles() -> np.ndarray:
-    return np.arange(2 * SCALE_DIRECTIONS) * (np.pi / SCALE_DIRECTIONS)
-
-
-def _widths(*args) -> np.ndarray:
-    """The body's width through the centre along each of SCALE_DIRECTIONS directions: `_edges` on
-    opposite rays summed (NaN where either is)."""
-    edge = _edges(*args)
-    return edge[:SCALE_DIRECTIONS] + edge[SCALE_DIRECTIONS:]
-
-
-def _edges(image: np.ndarray, background: np.ndarray, colour_image: np.ndarray, interior: np.ndarray, centre,
-           reach: float, blocked: np.ndarray) -> np.ndarray:
-    """Along each of 2 × SCALE_DIRECTIONS rays from `centre` (x, y), the distance at which the
-    pixels' share α of the body's colour first falls below one half (NaN where `blocked` pixels or
-    the frame's edge hide where the body ends). The body's colour at a pixel is `colour_image`'s at
-    the nearest pixel of `interior`."""
+def _widths(image: np.ndarray, background: np.ndarray, colour_image: np.ndarray, interior: np.ndarray, centre,
+            reach: float, blocked: np.ndarray) -> np.ndarray:
+    """The body's width through `centre` (x, y) along each of SCALE_DIRECTIONS directions: the sum of
+    the distances, on opposite rays, at which the pixels' share α of the body's colour first falls
+    below one half (NaN where `blocked` pixels or the frame's edge hide where the body ends). The
+    body's colour at a pixel is `colour_image`'s at the nearest pixel of `interior`."""
     h, w = interior.shape
     cx, cy = centre
     r = int(np.ceil(reach)) + 2
@@ -149,7 +125,7 @@ def _edges(image: np.ndarray, background: np.ndarray, colour_image: np.ndarray, 
     alpha = _body_share(image[box], background[box], colour)
     alpha[blocked[box]] = np.nan
     steps = np.arange(0.0, reach, SCALE_RAY_STEP_PX, dtype=np.float32)
-    angles = _angles()
+    angles = np.arange(2 * SCALE_DIRECTIONS) * (np.pi / SCALE_DIRECTIONS)
     px = (cx - x0) + np.cos(angles)[:, None] * steps[None, :]
     py = (cy - y0) + np.sin(angles)[:, None] * steps[None, :]
     a = cv2.remap(alpha, px.astype(np.float32), py.astype(np.float32), cv2.INTER_LINEAR,
@@ -158,14 +134,14 @@ def _edges(image: np.ndarray, background: np.ndarray, colour_image: np.ndarray, 
     edge = np.full(len(angles), np.nan)
     for j in range(len(angles)):
         # the first pixel seen below one half, right after one seen above it (unseen pixels inside
-        # the body, an arrow drawn from its centre, are passed over; an edge they hide is no edge)
+        # the body are passed over; an edge they hide is no edge)
         low = np.nonzero(a[j] < 0.5)[0]
         if low.size == 0 or low[0] == 0 or not np.isfinite(a[j, low[0] - 1]):
             continue
         i = low[0]
         hi, lo = a[j, i - 1], a[j, i]
         edge[j] = steps[i - 1] + SCALE_RAY_STEP_PX * (hi - 0.5) / max(hi - lo, 1e-6)
-    return edge
+    return edge[:SCALE_DIRECTIONS] + edge[SCALE_DIRECTIONS:]
 
 
 def _body_share(image: np.ndarray, background: np.ndarray, colour: np.ndarray) -> np.ndarray:

@@ -180,6 +180,7 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
             notes.append("the answer's tone curve, fitted on its frame 0, mapped back to the case's")
         elif curve is not None:
             curve = None
+        in_place, n_objects = objects_in_place(out, ctx, hidden)
         fill = t0_region(ctx) if hidden is None else t0_region(ctx) | hidden
         d = channel_difference(out, plate)
         changed = bool(np.mean(d[~fill] > BACKGROUND_LEVELS) > BACKGROUND_CHANGED)
@@ -191,7 +192,7 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
             fill = fill | (d > BACKGROUND_LEVELS)
             own[fill] = plate[fill]
         else:
-            if _shows_input_objects(out, ctx, hidden):
+            if n_objects and len(in_place) == n_objects:
                 own = _behind_input_objects(ctx, marks, curve, out, hidden)
             else:
                 own = _seen_later(ctx, marks, curve, fill, out)
@@ -199,7 +200,7 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
         soft = rim_softness(out, ctx, hidden)
         if soft:
             notes.append(f"the answer's rims are softer than the case's (σ {soft:g} px on frame 0)")
-        scales = frame0_scales(out, own, ctx, hidden)
+        scales = frame0_scales(out, own, ctx, hidden, in_place)
         for oid, k in sorted(scales.items()):
             notes.append(f"{oid} drawn {k:.2f} × as large as the case's (frame 0)")
         ref = AnswerReference(curve, own, changed, out, notes, registration=reg0, softness=soft, scales=scales)
@@ -207,20 +208,19 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
     return ref
 
 
-def _shows_input_objects(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> bool:
-    """Whether the answer's frame 0 (in the case's camera and photometry) shows every object of the
-    condition frame where the condition frame shows it: each object's interior agrees within
-    BACKGROUND_LEVELS on RIM_INTERIOR_AGREES of its pixels (not hidden)."""
+def objects_in_place(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> tuple[set[str], int]:
+    """The objects the answer's frame 0 (in the case's camera and photometry) shows where the
+    condition frame shows them — each one's interior agrees within BACKGROUND_LEVELS on
+    RIM_INTERIOR_AGREES of its pixels (not hidden) —, and how many objects the condition frame shows."""
     cond = ctx.reference_image
     parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
-    if not parts:
-        return False
     diff = channel_difference(frame0, cond)
-    for _, interior in parts:
+    shown = set()
+    for oid, (_, interior) in parts.items():
         inside = interior if hidden is None else interior & ~hidden
-        if inside.sum() < 10 or np.mean(diff[inside] <= BACKGROUND_LEVELS) < RIM_INTERIOR_AGREES:
-            return False
-    return True
+        if inside.sum() >= 10 and np.mean(diff[inside] <= BACKGROUND_LEVELS) >= RIM_INTERIOR_AGREES:
+            shown.add(oid)
+    return shown, len(parts)
 
 
 def rim_softness(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
@@ -234,7 +234,7 @@ def rim_softness(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
     parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
     diff = channel_difference(frame0, cond)
     rim = np.zeros(cond.shape[:2], bool)
-    for outline, interior in parts:
+    for outline, interior in parts.values():
         if np.mean(diff[interior] <= BACKGROUND_LEVELS) >= RIM_INTERIOR_AGREES:
             rim |= outline
     if hidden is not None:
@@ -263,16 +263,16 @@ def _best_blur(residual, margin: float) -> float:
     return best if best and best_r < BLUR_EXPLAINS * r0 - margin else 0.0
 
 
-def _outlines(masks: dict, shape: tuple[int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
+def _outlines(masks: dict, shape: tuple[int, int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per object: the pixels within a pixel of its outline, and its interior (2 px in)."""
-    out = []
+    out = {}
     k = np.ones((3, 3), np.uint8)
-    for m in masks.values():
+    for oid, m in masks.items():
         if m is not None and m.shape == shape and m.any():
             u = m.astype(np.uint8)
             interior = cv2.erode(u, np.ones((5, 5), np.uint8)) > 0
             if interior.sum() >= 10:
-                out.append(((cv2.dilate(u, k) > 0) & ~(cv2.erode(u, k) > 0), interior))
+                out[oid] = ((cv2.dilate(u, k) > 0) & ~(cv2.erode(u, k) > 0), interior)
     return out
 
 
@@ -383,7 +383,7 @@ def ground_from_plate(image: np.ndarray, ctx, hole: np.ndarray) -> np.ndarray:
 def _behind_input_objects(ctx, marks: Landmarks | None, curve: ToneCurve | None, frame0: np.ndarray,
                           hidden: np.ndarray | None) -> np.ndarray:
     """The answer's own background when it is not the case's but its frame 0 shows the input scene
-    (`_shows_input_objects`): frame 0 itself, except in the hole where it shows the objects, their
+    (`objects_in_place`): frame 0 itself, except in the hole where it shows the objects, their
     shadows or drawn layers. There, per pixel, of the later frames that show something else than
     frame 0 (the bodies left), the median of those closest to the ground expected there — the
     plate in the answer's colours (`ground_from_plate`) — within BACKGROUND_LEVELS of the closest:

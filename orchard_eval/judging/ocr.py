@@ -73,9 +73,11 @@ def engine():
             except ImportError as exc:
                 raise OCRUnavailable("the programmatic judge needs rapidocr and onnxruntime "
                                      "(pip install 'orchard-bench[ocr]')") from exc
-            logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+            # RapidOCR warns on every image without text (a blank answer, an empty crop): an outcome here,
+            # not a problem, and in a long judged run it floods the console
+            logging.getLogger("RapidOCR").setLevel(logging.ERROR)
             _engine = RapidOCR(params={**PARAMS, **_thread_params()})
-            logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+            logging.getLogger("RapidOCR").setLevel(logging.ERROR)
         return _engine
 
 

@@ -35,6 +35,9 @@ class SegmentContext:
     limbs: dict = field(default_factory=dict)
     # (time, GT frame then or None) -> the rim models learned at that time; None: `limbs` at any time
     limbs_at: Callable[[float, np.ndarray | None], dict] | None = field(default=None, repr=False)
+    # how the GT frames show each body (`segment.appearance.Looks`): a fitted body is placed where its
+    # look explains the frame best; None where the case cannot say
+    looks: object | None = field(default=None, repr=False)
     # the GT frame at `time`, where the caller has decoded it (saves decoding it again)
     gt_frame: np.ndarray | None = field(default=None, repr=False)
     # where the objects' cast shadows fall (segment.shadows.CastShadows), fitted on the condition frame

@@ -39,6 +39,7 @@ from scipy.optimize import linear_sum_assignment
 
 from ..media import MediaError
 from ..metrics import mask_centroid
+from .appearance import Looks, make_sprite
 from .base import SegmentContext, Segmentation
 from .body_size import scaled_bodies
 from .conditioning import scene_view, white_view
@@ -46,8 +47,8 @@ from .matting import nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, InputLayer
 from .photometry import channel_difference
 from .shadows import CastShadows, cast_shadows
-from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
-                          EDGE_SHIFT_MAX, hidden_pixels, learn_limb_model, quat_to_matrix)
+from .shape_prior import (FIT_CHROMA_WEIGHT, MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
+                          EDGE_SHIFT_MAX, hidden_pixels, silhouette_coverage, learn_limb_model, quat_to_matrix)
 
 L_BINS, AB_BINS = 4, 16
 N_BINS = L_BINS * AB_BINS * AB_BINS
@@ -921,7 +922,8 @@ class ClassicalSegmenter:
                     scene_depth=ctx.scene_depth if ctx.scene_depth is not None
                     and ctx.scene_depth.shape == image.shape[:2] else None, limbs=limbs,
                     shadows=ctx.shadows if ctx.shadows is not None
-                    and ctx.shadows.shape == image.shape[:2] else None, faint=faint, softness=view.softness)
+                    and ctx.shadows.shape == image.shape[:2] else None, faint=faint, softness=view.softness,
+                    looks=ctx.looks, size_scales=view.scales)
             else:
                 everything = np.ones(image.shape[:2], bool)
                 masks, centres, prior_notes = apply_shape_prior(
@@ -992,6 +994,7 @@ def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]]
                           exclude_rgb=exclude, bodies=scene.bodies, camera=scene.camera,
                           scene_depth=scene.depth, limbs=scene.limbs, shadows=shadows, cache=scene.cache,
                           limbs_at=lambda t, frame: limbs_at(case, t, frame),
+                          looks=case.memo("body_looks", lambda: body_looks(case)),
                           expected_at=case.image_centres, input_layer=layer,
                           time=case.target_time if subtrack == "formulation_graphic" else None)
 
@@ -1158,6 +1161,55 @@ def limbs_at(case, t: float | None, frame: np.ndarray | None = None) -> dict[str
         return {k: _rim_colours_from(learned.get(k), m, k in moved) for k, m in scene.limbs.items()}
 
     return case.memo(f"limbs@{index}", learn)
+
+
+def body_looks(case) -> Looks | None:
+    """How the case's GT frames show each body (`appearance.Looks`), for reading where an answer
+    shows it; None where the case lacks what that needs (rigid models, tracks, the plate)."""
+    scene = case.memo("scene_models", lambda: scene_models(case))
+    tracks = case.object_tracks()
+    if scene.camera is None or not scene.bodies or scene.plate is None or tracks is None:
+        return None
+    try:
+        n = case.n_gt_frames()
+    except (ValueError, MediaError):
+        return None
+    fps = float(case.gt_fps)
+    times = np.arange(n) / fps
+    track_uv = {}
+    for oid in scene.bodies:
+        if oid in tracks.positions:
+            track_uv[oid] = scene.camera.project(np.stack([tracks.at(t)[0][oid] for t in times]))
+    plate_ycc = weighted_ycc(scene.plate, FIT_CHROMA_WEIGHT)
+    ids = {o.id: o.instance_id for o in case.objects}
+
+    def build(i: int) -> dict:
+        try:
+            frame, inst = case.gt_frame(i), case.gt_instances(i)
+        except (ValueError, MediaError):
+            return {}
+        if frame is None or inst is None or frame.shape != scene.plate.shape:
+            return {}
+        ycc = weighted_ycc(frame, FIT_CHROMA_WEIGHT)
+        pos, _ = tracks.at(i / fps)
+        out = {}
+        for oid, b in scene.bodies.items():
+            if oid not in pos or oid not in ids:
+                continue
+            X, R = np.asarray(pos[oid], float), b.attitude_at(i / fps)
+            cover = silhouette_coverage(scene.camera, b, X, R, inst.shape)
+            if cover is None:
+                continue
+            cover[(inst != ids[oid]) & (inst != 0)] = 0.0
+            if scene.depth is not None:
+                cover[hidden_pixels(scene.camera, b, X, R, scene.depth)] = 0.0
+            sp = make_sprite(ycc, plate_ycc, cover, tuple(scene.camera.project(X[None])[0]), scene.camera.depth(X),
+                             free=inst == 0)
+            if sp is not None:
+                out[oid] = sp
+        return out
+
+    return Looks(track_uv, fps, build)
 
 
 def _moved_bodies(case, t: float) -> set[str]:

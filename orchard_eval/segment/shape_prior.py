@@ -32,6 +32,10 @@ What is measured and what is assumed:
   carry no weight in the fit (they show the support, which says nothing about where the body's outline
   is) and the silhouette does not claim them unless colour clearly shows the object there; the fit
   and the hidden set are iterated, since each depends on the other;
+* where a GT frame shows the body (`appearance.Looks`), each fitted body is then moved to where its
+  look explains the frame best (`appearance.place`): the matting cost bounds every pixel, so a
+  codec's smear beside a body weighs like its outline, while a rendered comparison weighs each pixel
+  by how much it differs; the silhouette's agreement with the blob is read again at the new place;
 * how a body's rim looks is learned on the condition frame at the true pose (`LimbModel`): the rim's
   colour relative to the interior and how far the rendered rim lies off the geometric outline, per
   outline direction; the fit reads the rim against the one and places its coverage ramp by the other,
@@ -40,7 +44,7 @@ What is measured and what is assumed:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import cv2
 import numpy as np
@@ -49,6 +53,7 @@ from scipy.spatial.transform import Rotation
 from scipy.optimize import minimize
 
 from ..metrics import backproject_to_plane, camera_center, mask_centroid, project_points
+from . import appearance
 from .matting import nearest_inside, weighted_ycc
 
 CIRCLE_POINTS = 64
@@ -138,6 +143,13 @@ class BodyPrior:
                 if all(_angle_deg(R, S) > ATTITUDE_DEDUP_DEG for S in out):
                     out.append(R)
         return out or [np.eye(3)]
+
+    def attitude_at(self, time: float) -> np.ndarray:
+        """The attitude recorded nearest `time` (the first recorded source's)."""
+        if self.shape == "sphere" or self.attitude_times is None or not self.attitudes:
+            return np.eye(3)
+        seq = self.attitudes[0]
+        return seq[min(int(np.argmin(np.abs(self.attitude_times - time))), len(seq) - 1)]
 
 
 def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
@@ -319,6 +331,25 @@ def _edge_distances(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray):
     return d, ex, ey
 
 
+def silhouette_coverage(camera: "Camera", body: "BodyPrior", centre: np.ndarray, R: np.ndarray,
+                        shape: tuple[int, int]) -> np.ndarray | None:
+    """Each pixel's share covered by the body's silhouette at this pose (a one-pixel ramp across the
+    outline, as the fit models it), over the whole frame; None where the body projects nowhere."""
+    poly = camera.silhouette(body, centre, R)
+    if poly is None:
+        return None
+    h, w = shape
+    x0, x1 = max(int(np.floor(poly[:, 0].min())) - 1, 0), min(int(np.ceil(poly[:, 0].max())) + 2, w)
+    y0, y1 = max(int(np.floor(poly[:, 1].min())) - 1, 0), min(int(np.ceil(poly[:, 1].max())) + 2, h)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    gy, gx = np.mgrid[y0:y1, x0:x1]
+    sd = signed_distance(poly, gx.ravel() + 0.5, gy.ravel() + 0.5).reshape(y1 - y0, x1 - x0)
+    out = np.zeros(shape, np.float32)
+    out[y0:y1, x0:x1] = np.clip(0.5 + sd, 0.0, 1.0)
+    return out
+
+
 def rasterise(poly: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """Pixels whose centre lies inside the convex polygon (what a renderer's instance mask holds):
     per pixel row, the span between the outline's two crossings of the row's centre line."""
@@ -412,7 +443,7 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
         search = sel
     fx, fy = cx[search], cy[search]
     target_s, wt_s = target[search], wt[search]
-    trust = wt >= 0.5
+    trusted = sel & (wt >= 0.5)
     t_in = target >= 0.5
     if attitudes is not None:
         combos = [list(attitudes)]
@@ -491,13 +522,7 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
         polys = [camera.silhouette(b, X, R) for b, X, R in zip(bodies, Xs, Rs)]
         if any(pg is None for pg in polys):
             continue
-        # the agreement is read on the trusted pixels only, so the outline is measured there only
-        ok = sel & trust
-        sd_max = np.max([signed_distance(pg, cx[ok], cy[ok]) for pg in polys], axis=0)
-        inside = sd_max >= 0
-        keep = ~((sd_max < 0) & (sd_max > -smear_px)) if smear_px > 0 else np.ones(sd_max.size, bool)
-        t_ok = t_in[ok]
-        iou = float((inside & t_ok & keep).sum()) / max(float(((inside | t_ok) & keep).sum()), 1.0)
+        iou = _agreement(polys, cx[trusted], cy[trusted], t_in[trusted], smear_px)
         if best is None or fun < best[0]:
             fits = []
             good = iou >= GOOD_FIT_IOU
@@ -508,6 +533,52 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             if good:
                 break      # a start that already explains the blob: the others cannot do much better
     return None if best is None else best[1]
+
+
+def _agreement(polys: list[np.ndarray], cx: np.ndarray, cy: np.ndarray, object_like: np.ndarray,
+               smear_px: float) -> float:
+    """IoU of the silhouettes' union with the pixels read as the object, over the trusted pixels
+    centred at (cx, cy) only (the outline is measured where the evidence is); pixels the answer's
+    smear reaches outside an outline are left out. Exact distances are taken only in a band around
+    the union's outline; farther in or out, a pixel is inside exactly where the rasterised union
+    has it, and no smear reaches it."""
+    if not cx.size:
+        return 0.0
+    px, py = (cx - 0.5).astype(np.int64), (cy - 0.5).astype(np.int64)
+    x0, y0 = int(px.min()), int(py.min())
+    shape = (int(py.max()) - y0 + 1, int(px.max()) - x0 + 1)
+    union = np.zeros(shape, np.uint8)
+    for pg in polys:
+        union |= rasterise(pg - np.array([x0, y0], float), shape)
+    reach = int(math.ceil(smear_px)) + 2
+    k = np.ones((2 * reach + 1, 2 * reach + 1), np.uint8)
+    band = ((cv2.dilate(union, k) > 0) & ~(cv2.erode(union, k, borderType=cv2.BORDER_CONSTANT, borderValue=0) > 0)
+            )[py - y0, px - x0]
+    inside = union[py - y0, px - x0] > 0
+    keep = np.ones(cx.size, bool)
+    if band.any():
+        sd = np.max([signed_distance(pg, cx[band], cy[band]) for pg in polys], axis=0)
+        inside[band] = sd >= 0
+        if smear_px > 0:
+            keep[band] = ~((sd < 0) & (sd > -smear_px))
+    return float((inside & object_like & keep).sum()) / max(float(((inside | object_like) & keep).sum()), 1.0)
+
+
+def blob_agreement(polys: list[np.ndarray], blob: np.ndarray, evidence: np.ndarray, weight: np.ndarray,
+                   smear_px: float = 0.0) -> float:
+    """`Fit.iou` of silhouettes placed elsewhere than the fit put them: over the blob's window (4 px
+    around it), the trusted pixels (weight ≥ ½) read as object (evidence ≥ ½) against the union."""
+    h, w = blob.shape
+    ys, xs = np.nonzero(blob)
+    if not ys.size:
+        return 0.0
+    y0, y1 = max(int(ys.min()) - 4, 0), min(int(ys.max()) + 5, h)
+    x0, x1 = max(int(xs.min()) - 4, 0), min(int(xs.max()) + 5, w)
+    wt = weight[y0:y1, x0:x1]
+    ty, tx = np.nonzero(wt >= 0.5)
+    if not ty.size:
+        return 0.0
+    return _agreement(polys, tx + x0 + 0.5, ty + y0 + 0.5, evidence[y0:y1, x0:x1][ty, tx] >= 0.5, smear_px)
 
 
 class ShiftedField:
@@ -851,7 +922,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
                       time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU,
                       keep_rims: bool = False, scene_depth: np.ndarray | None = None,
                       limbs: dict[str, LimbModel] | None = None, shadows=None, faint: np.ndarray | None = None,
-                      softness: float = 0.0
+                      softness: float = 0.0, looks=None, size_scales: dict | None = None
                       ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
     """Refine per-object masks with their rigid silhouettes (see the module docstring).
 
@@ -907,7 +978,9 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
             {k: m[roi] for k, m in out.items()}, bodies, camera.crop(x0, y0), image[roi], plate[roi], allowed[roi],
             ambiguous[roi], None if unobservable is None else unobservable[roi], time, alike, min_iou, keep_rims,
             None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi),
-            None if faint is None else faint[roi], softness)
+            None if faint is None else faint[roi], softness,
+            None if looks is None else
+            (lambda oid, uv, x0=x0, y0=y0: looks.near(oid, (uv[0] + x0, uv[1] + y0), time)), size_scales)
         for k in out:
             out[k][roi] = sub[k]
         centres.update({k: (u + x0, v + y0) for k, (u, v) in sub_centres.items()})
@@ -1027,6 +1100,29 @@ class _RoiFit:
                            weight, self.time, [self.limbs.get(i) for i in ids], [f.attitude for f in fs],
                            smear_px=self.smear_px)
         return (fs, keep_now) if again is None else (again, keep_now)
+
+    def placed_by_look(self, oid: str, fit: "Fit", sprite: "appearance.Sprite", own: np.ndarray,
+                       hidden: np.ndarray, softness: float, size_scale: float) -> "Fit | None":
+        """The fit moved to where the body's look (`appearance.place`: the sprite, at the depth of the
+        fitted place and the size the answer draws the body, over the plate) explains the frame best;
+        None where it cannot say. Other objects' blobs (`own`: this one's), the pixels a support hides
+        and drawn layers carry no weight."""
+        b = self.bodies[oid]
+        weight = np.ones(self.shape, np.float32)
+        weight[self.taken_all & ~own] = 0.0
+        weight[hidden] = 0.0
+        if self.unobservable is not None:
+            weight[self.unobservable] = 0.0
+        scale = size_scale * sprite.depth / max(self.camera.depth(fit.centre), 1e-9)
+        p = appearance.place(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale,
+                             softness)
+        if p is None:
+            return None
+        X = self.camera.ray_plane(p.uv, b.plane_point, b.plane_normal)
+        poly = None if X is None else self.camera.silhouette(b, X, fit.attitude)
+        if poly is None:
+            return None
+        return Fit(X, fit.attitude, poly, fit.iou, p.uv)
 
     def _object_like(self, alpha: np.ndarray, weight: np.ndarray, win=(slice(None), slice(None))) -> np.ndarray:
         """Pixels (of the window `win`) that read as the object: on luma evidence (or, where luma cannot
@@ -1149,7 +1245,8 @@ class _RoiFit:
 
 
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
-                  keep_rims, scene_depth, limbs, shadows, faint=None, softness: float = 0.0):
+                  keep_rims, scene_depth, limbs, shadows, faint=None, softness: float = 0.0, look=None,
+                  size_scales=None):
     smear = SMEAR_PER_SIGMA * softness
     roi = _RoiFit(masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs, shadows,
                   smear)
@@ -1191,6 +1288,17 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if fs is None:
             continue
         f = fs[0]
+        sprite = None if look is None else look(oid, f.image_centre)
+        moved = None if sprite is None else roi.placed_by_look(oid, f, sprite, m, hid, softness,
+                                                               (size_scales or {}).get(oid, 1.0))
+        if moved is not None:
+            # the silhouette's agreement with the blob read again where the look placed it, with the
+            # weights the fit had
+            w = weight.copy()
+            w[hid | zone] = 0.0
+            f = replace(moved, iou=blob_agreement([moved.polygon], m, alpha, w, smear))
+            if scene_depth is not None:
+                hid = hidden_pixels(camera, body, f.centre, f.attitude, scene_depth)
         if f.iou < min_iou:
             notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                          "shape prior not applied")

@@ -1,0 +1,112 @@
+"""A body's place read from its look (`segment.appearance.place`): a shaded ball rendered at a known
+sub-pixel place is found there from a start three pixels off, through a codec-like smear on one side,
+a recolouring, a softer answer and a drawn layer over part of it; a search cannot leave its window."""
+import cv2
+import numpy as np
+import pytest
+
+from orchard_eval.segment.appearance import SEARCH_PX, make_sprite, place
+from orchard_eval.segment.matting import weighted_ycc
+
+H, W, R = 120, 160, 14.0
+
+
+def _background() -> np.ndarray:
+    y, x = np.mgrid[0:H, 0:W]
+    checker = ((x // 20 + y // 20) % 2).astype(np.float32)
+    bg = np.stack([150 + 30 * checker, 140 + 30 * checker, 120 + 25 * checker], axis=-1)
+    return bg.astype(np.float32)
+
+
+def _ball(centre, colour=(200, 40, 40), ss: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A lit ball at `centre` over the background, anti-aliased by supersampling; its mask (pixel
+    centres inside) and its coverage (each pixel's share)."""
+    bg = _background()
+    ys, xs = np.mgrid[0:H * ss, 0:W * ss]
+    u, v = (xs + 0.5) / ss, (ys + 0.5) / ss
+    d2 = ((u - centre[0]) ** 2 + (v - centre[1]) ** 2) / (R * R)
+    inside = d2 <= 1.0
+    shade = np.clip(1.0 - 0.45 * ((u - centre[0]) / R + (v - centre[1]) / R), 0.4, 1.3)
+    big = cv2.resize(bg, (W * ss, H * ss), interpolation=cv2.INTER_NEAREST)
+    col = np.asarray(colour, np.float32)[None, None, :] * shade[..., None]
+    big = np.where(inside[..., None], col, big)
+    img = cv2.resize(big, (W, H), interpolation=cv2.INTER_AREA)
+    yy, xx = np.mgrid[0:H, 0:W]
+    mask = (xx + 0.5 - centre[0]) ** 2 + (yy + 0.5 - centre[1]) ** 2 <= R * R
+    cover = cv2.resize(inside.astype(np.float32), (W, H), interpolation=cv2.INTER_AREA)
+    return np.clip(img, 0, 255).astype(np.uint8), mask, cover
+
+
+SPRITE_AT = (70.0, 60.0)
+
+
+@pytest.fixture(scope="module")
+def sprite():
+    frame, _, cover = _ball(SPRITE_AT)
+    plate = weighted_ycc(_background().astype(np.uint8), 0.5)
+    return make_sprite(weighted_ycc(frame, 0.5), plate, cover, SPRITE_AT, depth=2.0)
+
+
+def _place(sprite, answer, start, weight=None, softness=0.0, background=None):
+    bg = weighted_ycc((_background() if background is None else background).astype(np.uint8), 0.5)
+    wt = np.ones((H, W), np.float32) if weight is None else weight
+    return place(sprite, weighted_ycc(answer, 0.5), bg, wt, start, 1.0, softness)
+
+
+def test_found_from_three_pixels_off(sprite):
+    truth = (83.3, 52.6)
+    answer, _, _ = _ball(truth)
+    p = _place(sprite, answer, (truth[0] + 2.6, truth[1] - 2.4))
+    assert p is not None and np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.2, p
+    assert p.cost < p.cost_at_start
+
+
+def test_smear_on_one_side_does_not_drag_it(sprite):
+    truth = (60.4, 64.8)
+    answer, mask, _ = _ball(truth)
+    # the body's colour bled 3 px into the background on its left, at half strength (a codec's trail)
+    ring = (cv2.dilate(mask.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0) & ~mask
+    left = ring & (np.mgrid[0:H, 0:W][1] < truth[0])
+    smeared = answer.astype(np.float32)
+    smeared[left] = 0.5 * smeared[left] + 0.5 * np.array([200, 40, 40], np.float32)
+    p = _place(sprite, smeared.astype(np.uint8), (truth[0] - 1.5, truth[1]))
+    assert np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.35, p
+
+
+def test_recoloured_and_softer(sprite):
+    truth = (75.7, 57.2)
+    answer, _, _ = _ball(truth, colour=(60, 90, 210))
+    soft = cv2.GaussianBlur(answer, (0, 0), 1.0)
+    p = _place(sprite, soft, (truth[0] + 2.0, truth[1] + 1.0), softness=1.0)
+    assert np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.35, p
+
+
+def test_pixels_without_weight_say_nothing(sprite):
+    truth = (72.2, 61.1)
+    answer, _, _ = _ball(truth)
+    # an orange label drawn over the ball's right half, marked unobservable
+    answer[40:80, 74:100] = (255, 140, 0)
+    weight = np.ones((H, W), np.float32)
+    weight[40:80, 74:100] = 0.0
+    p = _place(sprite, answer, (truth[0] - 2.0, truth[1] + 1.5), weight)
+    assert np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.35, p
+
+
+def test_search_stays_in_its_window(sprite):
+    truth = (100.0, 60.0)
+    answer, _, _ = _ball(truth)
+    start = (80.0, 60.0)
+    p = _place(sprite, answer, start)
+    assert p is None or abs(p.uv[0] - start[0]) <= SEARCH_PX + 0.5
+
+
+def test_another_background_under_the_rim(sprite):
+    """The sprite's rim is taken off the GT background: laid over another one it blends with that."""
+    truth = (66.3, 58.9)
+    frame, _, cover = _ball(truth)
+    other = np.full((H, W, 3), (40, 120, 60), np.float32)
+    answer = (cover[..., None] * frame.astype(np.float32) + (1 - cover[..., None]) * other)
+    # the ball's own pixels as rendered over the checker: where fully covered they are the ball's
+    answer = np.where(cover[..., None] >= 1.0, frame.astype(np.float32), answer)
+    p = _place(sprite, answer.astype(np.uint8), (truth[0] + 2.0, truth[1] - 2.0), background=other)
+    assert np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.25, p

@@ -1175,11 +1175,8 @@ def body_looks(case) -> Looks | None:
     except (ValueError, MediaError):
         return None
     fps = float(case.gt_fps)
-    times = np.arange(n) / fps
-    track_uv = {}
-    for oid in scene.bodies:
-        if oid in tracks.positions:
-            track_uv[oid] = scene.camera.project(np.stack([tracks.at(t)[0][oid] for t in times]))
+    centres = [case.image_centres(i / fps) for i in range(n)]
+    track_uv = {oid: np.array([c.get(oid, (np.nan, np.nan)) for c in centres], float) for oid in scene.bodies}
     plate_ycc = weighted_ycc(scene.plate, FIT_CHROMA_WEIGHT)
     ids = {o.id: o.instance_id for o in case.objects}
 
@@ -1194,7 +1191,7 @@ def body_looks(case) -> Looks | None:
         pos, _ = tracks.at(i / fps)
         out = {}
         for oid, b in scene.bodies.items():
-            if oid not in pos or oid not in ids:
+            if oid not in pos or oid not in ids or not np.all(np.isfinite(track_uv[oid][i])):
                 continue
             X, R = np.asarray(pos[oid], float), b.attitude_at(i / fps)
             cover = silhouette_coverage(scene.camera, b, X, R, inst.shape)
@@ -1203,8 +1200,7 @@ def body_looks(case) -> Looks | None:
             cover[(inst != ids[oid]) & (inst != 0)] = 0.0
             if scene.depth is not None:
                 cover[hidden_pixels(scene.camera, b, X, R, scene.depth)] = 0.0
-            sp = make_sprite(ycc, plate_ycc, cover, tuple(scene.camera.project(X[None])[0]), scene.camera.depth(X),
-                             free=inst == 0)
+            sp = make_sprite(ycc, plate_ycc, cover, tuple(track_uv[oid][i]), scene.camera.depth(X), free=inst == 0)
             if sp is not None:
                 out[oid] = sp
         return out

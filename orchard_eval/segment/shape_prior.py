@@ -136,7 +136,7 @@ class BodyPrior:
         out: list[np.ndarray] = []
         idx = [0]
         if time is not None:
-            idx.append(int(np.argmin(np.abs(self.attitude_times - time))))
+            idx.append(self._attitude_index(time))
         for seq in self.attitudes:
             for i in idx:
                 R = seq[min(i, len(seq) - 1)]
@@ -144,12 +144,15 @@ class BodyPrior:
                     out.append(R)
         return out or [np.eye(3)]
 
+    def _attitude_index(self, time: float) -> int:
+        return int(np.argmin(np.abs(self.attitude_times - time)))
+
     def attitude_at(self, time: float) -> np.ndarray:
         """The attitude recorded nearest `time` (the first recorded source's)."""
         if self.shape == "sphere" or self.attitude_times is None or not self.attitudes:
             return np.eye(3)
         seq = self.attitudes[0]
-        return seq[min(int(np.argmin(np.abs(self.attitude_times - time))), len(seq) - 1)]
+        return seq[min(self._attitude_index(time), len(seq) - 1)]
 
 
 def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:

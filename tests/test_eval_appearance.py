@@ -1,11 +1,13 @@
 """A body's place read from its look (`segment.appearance.place`): a shaded ball rendered at a known
 sub-pixel place is found there from a start three pixels off, through a codec-like smear on one side,
-a recolouring, a softer answer and a drawn layer over part of it; a search cannot leave its window."""
+a recolouring, a softer answer and a drawn layer over part of it; a search cannot leave its window.
+Its size read with its place (`place_and_size`): a ball drawn larger is found at its size, one drawn
+at the case's size is not taken for larger, and a bar in front of it is no evidence either way."""
 import cv2
 import numpy as np
 import pytest
 
-from orchard_eval.segment.appearance import SEARCH_PX, make_sprite, place
+from orchard_eval.segment.appearance import SEARCH_PX, make_sprite, place, place_and_size
 from orchard_eval.segment.matting import weighted_ycc
 
 H, W, R = 120, 160, 14.0
@@ -18,9 +20,10 @@ def _background() -> np.ndarray:
     return bg.astype(np.float32)
 
 
-def _ball(centre, colour=(200, 40, 40), ss: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ball(centre, colour=(200, 40, 40), ss: int = 8, radius: float = R) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A lit ball at `centre` over the background, anti-aliased by supersampling; its mask (pixel
     centres inside) and its coverage (each pixel's share)."""
+    R = radius
     bg = _background()
     ys, xs = np.mgrid[0:H * ss, 0:W * ss]
     u, v = (xs + 0.5) / ss, (ys + 0.5) / ss
@@ -110,3 +113,35 @@ def test_another_background_under_the_rim(sprite):
     answer = np.where(cover[..., None] >= 1.0, frame.astype(np.float32), answer)
     p = _place(sprite, answer.astype(np.uint8), (truth[0] + 2.0, truth[1] - 2.0), background=other)
     assert np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.25, p
+
+
+BAR = (slice(0, H), slice(62, 68))      # a vertical bar in front of the ball, in the GT frame and the answer
+
+
+def _with_bar(image: np.ndarray) -> np.ndarray:
+    out = image.copy()
+    out[BAR] = (60, 60, 200)
+    return out
+
+
+@pytest.mark.parametrize("size", [1.0, 1.12, 1.3])
+def test_size_read_with_the_place(sprite, size):
+    truth = (80.4, 57.3)
+    answer, _, _ = _ball(truth, radius=R * size)
+    bg = weighted_ycc(_background().astype(np.uint8), 0.5)
+    p = place_and_size(sprite, weighted_ycc(answer, 0.5), bg, np.ones((H, W), np.float32),
+                       (truth[0] - 2.2, truth[1] + 1.7))
+    assert p is not None and abs(p.size - size) <= 0.01 and np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.3, p
+
+
+def test_a_support_in_front_is_no_evidence_of_size():
+    frame, _, cover = _ball(SPRITE_AT)
+    hidden = np.zeros((H, W), bool)
+    hidden[BAR] = True
+    seen = np.where(hidden, 0.0, cover).astype(np.float32)
+    plate = weighted_ycc(_with_bar(_background().astype(np.uint8)), 0.5)
+    sp = make_sprite(weighted_ycc(_with_bar(frame), 0.5), plate, seen, SPRITE_AT, depth=2.0)
+    answer, _, _ = _ball((73.0, 61.0), radius=R * 1.2)
+    weight = np.where(hidden, 0.0, 1.0).astype(np.float32)
+    p = place_and_size(sp, weighted_ycc(_with_bar(answer), 0.5), plate, weight, (72.0, 60.0))
+    assert p is not None and abs(p.size - 1.2) <= 0.01, p

@@ -1,14 +1,17 @@
-"""How large an answer draws each body (segment/body_size.py), read on a video's frame 0 against the
-condition frame. Drawn scenes with known sizes; the fidelity benchmark (`ded/cf_size`) checks it on
-built cases."""
+"""How large an answer draws each body (segment/body_size.py), read on a video's frame 0 from the
+body's look on the condition frame. Drawn scenes with known sizes; the fidelity benchmark
+(`ded/cf_size`, `fg/cf_size`) checks it on built cases."""
 from types import SimpleNamespace
 
 import cv2
 import numpy as np
 import pytest
 
+from orchard_eval.segment.appearance import Looks, make_sprite
 from orchard_eval.segment.body_size import frame0_scales as _frame0_scales
-from orchard_eval.segment.conditioning import objects_in_place
+from orchard_eval.segment.conditioning import objects_in_place, rim_softness
+from orchard_eval.segment.matting import weighted_ycc
+from orchard_eval.segment.shape_prior import FIT_CHROMA_WEIGHT
 
 BODIES = {"a": (220, 200, 26, (200, 40, 40)), "b": (420, 230, 32, (40, 160, 60))}   # x, y, radius (px), colour
 
@@ -32,19 +35,34 @@ def _discs(plate: np.ndarray, scale: dict[str, float] | None = None, resting: bo
     return cv2.resize(big, (plate.shape[1], plate.shape[0]), interpolation=cv2.INTER_AREA)
 
 
+def _coverage(x: int, y: int, r: int, shape) -> np.ndarray:
+    """A disc's share of each pixel, drawn as `_discs` draws it."""
+    big = np.zeros((4 * shape[0], 4 * shape[1]), np.float32)
+    cv2.circle(big, (4 * x + 2, 4 * y + 2), 4 * r, 1.0, -1)
+    return cv2.resize(big, (shape[1], shape[0]), interpolation=cv2.INTER_AREA)
+
+
 def _video_context(plate: np.ndarray) -> SimpleNamespace:
-    masks = {}
+    """What the size read needs of a case: the condition frame, its masks and each body's look
+    there (a sprite from the condition frame, as `classical.body_looks` builds them from GT frames)."""
+    cond = _discs(plate)
+    masks, covers = {}, {}
     for oid, (x, y, r, _) in BODIES.items():
-        m = np.zeros(plate.shape[:2], np.uint8)
-        cv2.circle(m, (x, y), r, 1, -1)
-        masks[oid] = m > 0
-    return SimpleNamespace(reference_image=_discs(plate), reference_masks=masks, background=plate, cache={},
-                           scene_depth=None, bodies=None, expected_at=None, camera=None)
+        covers[oid] = _coverage(x, y, r, plate.shape[:2])
+        masks[oid] = covers[oid] >= 0.5
+    ycc, plate_ycc = weighted_ycc(cond, FIT_CHROMA_WEIGHT), weighted_ycc(plate, FIT_CHROMA_WEIGHT)
+    track = {oid: np.array([[x + 0.5, y + 0.5]]) for oid, (x, y, _, _) in BODIES.items()}
+    looks = Looks(track, 1.0, lambda i: {oid: make_sprite(ycc, plate_ycc, covers[oid], tuple(track[oid][0]), 1.0)
+                                         for oid in BODIES})
+    return SimpleNamespace(reference_image=cond, reference_masks=masks, background=plate, cache={},
+                           scene_depth=None, bodies=None, expected_at=None, camera=None, looks=looks)
 
 
 def frame0_scales(frame0, background, ctx, hidden):
-    """The sizes read on `frame0`, for the bodies it shows where the condition frame does."""
-    return _frame0_scales(frame0, background, ctx, hidden, objects_in_place(frame0, ctx, hidden)[0])
+    """The sizes read on `frame0`, for the bodies it shows where the condition frame does, at the
+    rim softness it shows (as `conditioning.answer_reference` reads them)."""
+    return _frame0_scales(frame0, background, ctx, hidden, objects_in_place(frame0, ctx, hidden)[0],
+                          rim_softness(frame0, ctx, hidden))
 
 
 @pytest.mark.parametrize("k", [1.1, 1.2])

@@ -35,6 +35,11 @@ MIN_SPRITE_PX = 20
 SHADE_FLOOR = 0.15       # the darkest a cast shadow is taken to leave the ground (share of light)
 SHADE_NOISE = 0.04       # a darkening this small is noise, not a shadow
 NEAR_TIE_PX = 2.0        # GT places this close to the nearest one count as equally near (then: nearest in time)
+SIZE_GRID = (1.0, 1.1, 1.2, 1.35, 1.5)   # linear sizes (× the case's) tried where the answer's size is not known
+SIZE_FINE = tuple(np.round(np.arange(-0.03, 0.0301, 0.01), 3))   # ... then sizes this far from the best, the place held
+SIZE_ROUNDS = 4          # ... at most this many times (the grid's sizes lie up to 0.075 apart)
+SIZE_SETTLED = 0.003     # ... until the size moves less than this
+SIZE_GAIN = 0.9          # another size is taken where it explains the frame at this share of the case size's cost or less
 
 
 @dataclass
@@ -117,6 +122,7 @@ class Placement:
     uv: tuple[float, float]      # the body's refined image centre
     cost: float                  # robust cost there, per weighted pixel
     cost_at_start: float         # ... and at the silhouette fit's place
+    size: float = 1.0            # the linear size found (`place_and_size`), × the one asked for
 
 
 def _affine(scale: float, centre: tuple[float, float], at: tuple[float, float]) -> np.ndarray:
@@ -151,7 +157,7 @@ def _robust_cost(model: np.ndarray, image: np.ndarray, weight: np.ndarray) -> fl
     """Weighted mean Geman–McClure cost of the colour differences (scale COST_SCALE)."""
     d = model - image
     r2 = np.einsum("ijk,ijk->ij", d, d) / (COST_SCALE * COST_SCALE)
-    return float(np.sum(weight * r2 / (1.0 + r2)) / weight.sum())
+    return float(np.sum(weight * r2 / (1.0 + r2)) / max(float(weight.sum()), 1e-9))
 
 
 def _colour_map(pre: np.ndarray, alpha: np.ndarray, inner: np.ndarray, image: np.ndarray, weight: np.ndarray
@@ -258,3 +264,68 @@ def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, wei
     if float(np.max(np.abs(uv - np.asarray(start)))) > S + 0.5:
         return None
     return Placement((float(uv[0]), float(uv[1])), found, at_start)
+
+
+def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, weight: np.ndarray,
+                   start: tuple[float, float], scale: float = 1.0, softness: float = 0.0) -> Placement | None:
+    """`place`, with the body's size not known (a single image: no frame 0 shows it next to the
+    condition frame; a video's frame 0, read once): the sprite is placed at each size of SIZE_GRID;
+    from the best, it is placed again (from that place) at the sizes SIZE_FINE around it and the
+    size moves to the vertex of a quadratic fitted to those costs by least squares, until it
+    settles (SIZE_ROUNDS, SIZE_SETTLED). Place and size trade off (a body that grew on a floor is
+    centred higher), so every size is compared at its own best place. A size other than the case's
+    is kept only where it costs at most SIZE_GAIN of what the case's size costs at its best place."""
+    grid = {f: place(sprite, image_ycc, background_ycc, weight, start, scale * f, softness) for f in SIZE_GRID}
+    base = grid[1.0]
+    if base is None:
+        return None
+    f, best = min(((f, p) for f, p in grid.items() if p is not None), key=lambda fp: fp[1].cost)
+    if f == 1.0:
+        return base
+    # every size's cost read on one window (`place` reads a window that grows with the size, and
+    # more background in it would lower a larger size's mean cost)
+    view = _View(sprite, image_ycc, background_ycc, weight, best.uv, scale * SIZE_GRID[-1])
+    for _ in range(SIZE_ROUNDS):
+        xs = [f + d for d in SIZE_FINE if SIZE_GRID[0] <= f + d <= SIZE_GRID[-1]]
+        fits = [place(sprite, image_ycc, background_ycc, weight, best.uv, scale * x, softness) for x in xs]
+        pts = [(x, p, view.cost(p.uv, scale * x, softness)) for x, p in zip(xs, fits) if p is not None]
+        if len(pts) < 4:
+            break
+        x, c = np.array([q[0] for q in pts]) - f, np.array([q[2] for q in pts])
+        a, b, _c = np.polyfit(x, c, 2)
+        f_new = f + (float(np.clip(-b / (2 * a), x.min(), x.max())) if a > 0 else float(x[np.argmin(c)]))
+        best = min(pts, key=lambda q: abs(q[0] - f_new))[1]
+        f, moved = f_new, abs(f_new - f)
+        if moved < SIZE_SETTLED:
+            break
+    if best.cost > SIZE_GAIN * base.cost or f < SIZE_GRID[0] + 0.02:
+        return base
+    return Placement(best.uv, best.cost, base.cost_at_start, round(f, 4))
+
+
+class _View:
+    """A window of a frame around `at`, as large as a sprite `scale` times its size placed within
+    SEARCH_PX of it reads: the cost of the sprite at any place and size, on the same pixels."""
+
+    def __init__(self, sprite: Sprite, image_ycc, background_ycc, weight, at, scale: float):
+        h, w = weight.shape
+        half_w = int(math.ceil(scale * sprite.alpha.shape[1] / 2.0)) + MARGIN_PX + SEARCH_PX
+        half_h = int(math.ceil(scale * sprite.alpha.shape[0] / 2.0)) + MARGIN_PX + SEARCH_PX
+        cx, cy = int(round(at[0])), int(round(at[1]))
+        self.x0, self.y0 = max(cx - half_w, 0), max(cy - half_h, 0)
+        x1, y1 = min(cx + half_w + 1, w), min(cy + half_h + 1, h)
+        self.sprite, self.at, self.size = sprite, at, (x1 - self.x0, y1 - self.y0)
+        win = (slice(self.y0, y1), slice(self.x0, x1))
+        self.img, self.bg, self.wt = image_ycc[win], background_ycc[win], weight[win].astype(np.float32)
+
+    def cost(self, uv, scale: float, softness: float) -> float:
+        if float(self.wt.sum()) < MIN_SPRITE_PX:
+            return math.inf
+        bg = self.bg
+        if self.sprite.shade is not None:
+            bg = bg * _shade(self.sprite, scale, (self.at[0] - self.x0, self.at[1] - self.y0), self.size)[..., None]
+        pre, alpha, inner = _warp(self.sprite, scale, (uv[0] - self.x0, uv[1] - self.y0), self.size, softness, True)
+        cmap = _colour_map(pre, alpha, inner, self.img, self.wt)
+        model = pre * cmap[0].astype(np.float32) + alpha[..., None] * cmap[1].astype(np.float32) \
+            + (1.0 - alpha)[..., None] * bg
+        return _robust_cost(model, self.img, self.wt)

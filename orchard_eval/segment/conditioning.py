@@ -132,7 +132,9 @@ class AnswerReference:
     plate_lab: np.ndarray | None = None     # `plate` in Lab, once per answer
     registration: Registration | None = None  # the camera of frame 0
     softness: float = 0.0      # how far the answer smears the objects' rims (`rim_softness`)
-    scales: dict[str, float] = field(default_factory=dict)   # bodies drawn larger than the case's (`body_size.frame0_scales`)
+    # bodies drawn larger than the case's (`body_size.frame0_scales`); None for a single image, where
+    # no frame 0 tells (the shape prior then reads the size from the body's look)
+    scales: dict[str, float] | None = field(default_factory=dict)
 
 
 def t0_objects(ctx) -> np.ndarray:
@@ -200,7 +202,7 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
         soft = rim_softness(out, ctx, hidden)
         if soft:
             notes.append(f"the answer's rims are softer than the case's (σ {soft:g} px on frame 0)")
-        scales = frame0_scales(out, own, ctx, hidden, in_place)
+        scales = frame0_scales(out, own, ctx, hidden, in_place, soft)
         for oid, k in sorted(scales.items()):
             notes.append(f"{oid} drawn {k:.2f} × as large as the case's (frame 0)")
         ref = AnswerReference(curve, own, changed, out, notes, registration=reg0, softness=soft, scales=scales)
@@ -461,7 +463,7 @@ def scene_view(image: np.ndarray, ctx, likely_object=None) -> View:
         hidden = None
     softness = ref.softness if ref is not None else sigma
     return View(out, hidden, reg, curve, notes, plate=background, blur=sigma, reference=ref, own_background=own,
-                softness=softness, scales={} if ref is None else ref.scales)
+                softness=softness, scales=None if ref is None else ref.scales)
 
 
 def _explains(image: np.ndarray, background: np.ndarray, hidden: np.ndarray | None) -> bool:

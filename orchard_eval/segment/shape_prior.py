@@ -120,6 +120,10 @@ class BodyPrior:
         self._coarse = body_points(self.shape, self.size, FIT_CIRCLE_POINTS)
         self._faces: np.ndarray | None = None
 
+    def scaled(self, factor: float) -> "BodyPrior":
+        """The same body `factor` times as large (linear)."""
+        return replace(self, size={k: factor * v for k, v in self.size.items()})
+
     @property
     def faces(self) -> np.ndarray:
         """Bounding planes (F, 4) of the solid in the body frame, rows (n, b) with n·x + b ≤ 0 inside
@@ -388,6 +392,7 @@ class Fit:
     polygon: np.ndarray
     iou: float                  # agreement of the silhouette with the blob on the weighted pixels
     image_centre: tuple[float, float]
+    body: "BodyPrior | None" = None   # the rigid model at the size the answer draws it, where a look found another
 
 
 def blob_centroid(mask: np.ndarray) -> tuple[float, float]:
@@ -1116,16 +1121,18 @@ class _RoiFit:
         weight[hidden] = 0.0
         if self.unobservable is not None:
             weight[self.unobservable] = 0.0
-        scale = size_scale * sprite.depth / max(self.camera.depth(fit.centre), 1e-9)
-        p = appearance.place(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale,
-                             softness)
+        scale = (size_scale or 1.0) * sprite.depth / max(self.camera.depth(fit.centre), 1e-9)
+        how = appearance.place if size_scale is not None else appearance.place_and_size
+        p = how(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale, softness)
         if p is None:
             return None
+        if p.size != 1.0:
+            b = b.scaled(p.size)
         X = self.camera.ray_plane(p.uv, b.plane_point, b.plane_normal)
         poly = None if X is None else self.camera.silhouette(b, X, fit.attitude)
         if poly is None:
             return None
-        return Fit(X, fit.attitude, poly, fit.iou, p.uv)
+        return Fit(X, fit.attitude, poly, fit.iou, p.uv, body=b if p.size != 1.0 else None)
 
     def _object_like(self, alpha: np.ndarray, weight: np.ndarray, win=(slice(None), slice(None))) -> np.ndarray:
         """Pixels (of the window `win`) that read as the object: on luma evidence (or, where luma cannot
@@ -1292,8 +1299,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             continue
         f = fs[0]
         sprite = None if look is None else look(oid, f.image_centre)
-        moved = None if sprite is None else roi.placed_by_look(oid, f, sprite, m, hid, softness,
-                                                               (size_scales or {}).get(oid, 1.0))
+        moved = None if sprite is None else roi.placed_by_look(
+            oid, f, sprite, m, hid, softness, None if size_scales is None else size_scales.get(oid, 1.0))
         if moved is not None:
             # the silhouette's agreement with the blob read again where the look placed it, with the
             # weights the fit had
@@ -1301,7 +1308,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             w[hid | zone] = 0.0
             f = replace(moved, iou=blob_agreement([moved.polygon], m, alpha, w, smear))
             if scene_depth is not None:
-                hid = hidden_pixels(camera, body, f.centre, f.attitude, scene_depth)
+                hid = hidden_pixels(camera, f.body or body, f.centre, f.attitude, scene_depth)
         if f.iou < min_iou:
             notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                          "shape prior not applied")
@@ -1361,7 +1368,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         for i, oid in enumerate(ids):
             f = fits[oid]
             on = cover[i, ys, xs]
-            d = camera.front_depth(bodies[oid], f.centre, f.attitude, xs[on] + 0.5, ys[on] + 0.5)
+            d = camera.front_depth(f.body or bodies[oid], f.centre, f.attitude, xs[on] + 0.5, ys[on] + 0.5)
             # a ray through a pixel centre inside the drawn outline may graze past the solid itself
             depth[i, on] = np.where(np.isfinite(d), d, camera.depth(f.centre))
         owner[ys, xs] = depth.argmin(axis=0)

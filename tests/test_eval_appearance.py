@@ -103,6 +103,37 @@ def test_search_stays_in_its_window(sprite):
     assert p is None or abs(p.uv[0] - start[0]) <= SEARCH_PX + 0.5
 
 
+def test_a_search_ending_on_its_edge_starts_again_from_there(sprite):
+    truth = (79.2, 63.7)
+    answer, _, _ = _ball(truth)
+    start = (truth[0] - 8.0, truth[1] + 2.0)
+    bg = weighted_ycc(_background().astype(np.uint8), 0.5)
+    wt = np.ones((H, W), np.float32)
+    once = place(sprite, weighted_ycc(answer, 0.5), bg, wt, start)
+    again = place(sprite, weighted_ycc(answer, 0.5), bg, wt, start, recentre=1)
+    assert once is None or abs(once.uv[0] - start[0]) >= SEARCH_PX, once     # held at its edge
+    assert again is not None and np.hypot(again.uv[0] - truth[0], again.uv[1] - truth[1]) < 0.3, again
+
+
+def test_explained_share_tells_a_body_from_a_ghost_and_from_nothing(sprite):
+    truth = (66.0, 58.0)
+    answer, mask, _ = _ball(truth)
+    p = _place(sprite, answer, truth)
+    assert p.explained > 0.95, p
+    # a codec's ghost: the body at half strength where it was 9 px earlier, beside it
+    ghost, gmask, _ = _ball((truth[0] - 9.0, truth[1]))
+    trail = gmask & ~mask
+    ghosted = answer.astype(np.float32)
+    ghosted[trail] = 0.5 * ghosted[trail] + 0.5 * ghost[trail]
+    g = _place(sprite, ghosted.astype(np.uint8), (truth[0] - 2.0, truth[1]))
+    assert np.hypot(g.uv[0] - truth[0], g.uv[1] - truth[1]) < 0.5, g
+    assert 0.4 < g.explained < p.explained, g
+    # no body at all: a sprite laid anywhere only adds difference
+    empty = _background().astype(np.uint8)
+    n = _place(sprite, empty, truth)
+    assert n is None or n.explained < 0.1, n
+
+
 def test_another_background_under_the_rim(sprite):
     """The sprite's rim is taken off the GT background: laid over another one it blends with that."""
     truth = (66.3, 58.9)

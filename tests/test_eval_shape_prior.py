@@ -368,3 +368,47 @@ def test_a_body_drawn_larger_than_the_case_keeps_its_own_pixels():
     # … and the blob's solid pixels beyond the case's silhouette stay (the blended ring just outside
     # it goes: a 1.3-px excess keeps about half of its pixels)
     assert M.iou(mask, big) >= M.iou(case_size, big) + 0.04
+
+
+class _OneLook:
+    """`appearance.Looks` for one body: the same sprite wherever the body is asked about."""
+
+    def __init__(self, sprite):
+        self.sprite = sprite
+
+    def near(self, oid, uv, t):
+        return self.sprite
+
+
+def _ghosted_ball():
+    """A lit ball, and beside it the codec's ghost of where it was: the ball at 40 % strength a
+    radius back, which a blob of changed pixels holds as much as the ball itself."""
+    from orchard_eval.segment.appearance import make_sprite
+    from orchard_eval.segment.matting import weighted_ycc
+
+    centre, before = np.array([0.03, 0.0, 0.5]), np.array([-0.05, 0.0, 0.5])
+    img, plate, truth = _lit_ball(centre, 0.08)
+    ghost, _, was = _lit_ball(before, 0.08)
+    trail = was & ~truth
+    img[trail] = np.round(0.6 * img[trail] + 0.4 * ghost[trail]).astype(np.uint8)
+    ycc = lambda a: weighted_ycc(a, SP.FIT_CHROMA_WEIGHT)
+    clean, _, _ = _lit_ball(centre, 0.08)
+    look = make_sprite(ycc(clean), ycc(plate), _coverage(centre, 0.08).astype(np.float32),
+                       tuple(CAM.project(centre[None])[0]), CAM.depth(centre))
+    return img, plate, truth, truth | trail, _OneLook(look)
+
+
+@pytest.mark.parametrize("video", [True, False])
+def test_a_codec_ghost_in_a_video_frame_is_no_part_of_the_body(video):
+    img, plate, truth, blob, looks = _ghosted_ball()
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    assert M.iou(blob, truth) < SP.MIN_FIT_IOU
+    masks, centres, notes = SP.apply_shape_prior(
+        {"ball": blob}, {"ball": sphere()}, CAM, img, plate, allowed=changed, ambiguous=np.zeros((H, W), bool),
+        unobservable=None, time=None, looks=looks, size_scales={"ball": 1.0} if video else None)
+    if video:
+        # the look places the body where it is and explains the frame: the silhouette is kept, the ghost not
+        assert M.iou(masks["ball"], truth) >= 0.97, notes
+    else:
+        # a single image has no ghost of an earlier frame: a blob that disagrees stands
+        assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)

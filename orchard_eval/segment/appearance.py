@@ -20,7 +20,7 @@ pixel wide.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -123,6 +123,7 @@ class Placement:
     cost: float                  # robust cost there, per weighted pixel
     cost_at_start: float         # ... and at the silhouette fit's place
     size: float = 1.0            # the linear size found (`place_and_size`), × the one asked for
+    explained: float = 0.0       # share of the background-alone cost the body removes, on the search window
 
 
 def _affine(scale: float, centre: tuple[float, float], at: tuple[float, float]) -> np.ndarray:
@@ -180,10 +181,12 @@ def _colour_map(pre: np.ndarray, alpha: np.ndarray, inner: np.ndarray, image: np
 
 
 def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, weight: np.ndarray,
-          start: tuple[float, float], scale: float = 1.0, softness: float = 0.0) -> Placement | None:
+          start: tuple[float, float], scale: float = 1.0, softness: float = 0.0, recentre: int = 0
+          ) -> Placement | None:
     """The image position near `start` (within SEARCH_PX + ½ each way) where the sprite, laid over
     `background_ycc`, best explains `image_ycc`; `weight` (0 … 1) per pixel: 0 where the frame says
-    nothing about this body (another object, a drawn layer, a cast shadow, a support in front)."""
+    nothing about this body (another object, a drawn layer, a cast shadow, a support in front). A
+    descent that ends on the search's edge starts again from there, at most `recentre` times."""
     h, w = weight.shape
     half_w = int(math.ceil(scale * sprite.alpha.shape[1] / 2.0)) + MARGIN_PX
     half_h = int(math.ceil(scale * sprite.alpha.shape[0] / 2.0)) + MARGIN_PX
@@ -228,7 +231,13 @@ def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, wei
         if d == best:
             break
         best = d
+    if recentre > 0 and max(abs(best[0]), abs(best[1])) == S:
+        p = place(sprite, image_ycc, background_ycc, weight, (start[0] + best[0], start[1] + best[1]), scale,
+                  softness, recentre - 1)
+        return None if p is None else replace(p, cost_at_start=seen[0, 0])
     at_start, found = seen[0, 0], seen[best]
+    absent = _robust_cost(bg, img, wt)
+    explained = 1.0 - found / absent if absent > 0 else 0.0
     uv = np.array([start[0] + best[0], start[1] + best[1]], float)
 
     # the parabola steps read the window around the body where the descent ended, not the search's
@@ -263,23 +272,30 @@ def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, wei
         found = min(found, c0)
     if float(np.max(np.abs(uv - np.asarray(start)))) > S + 0.5:
         return None
-    return Placement((float(uv[0]), float(uv[1])), found, at_start)
+    return Placement((float(uv[0]), float(uv[1])), found, at_start, explained=explained)
 
 
 def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, weight: np.ndarray,
                    start: tuple[float, float], scale: float = 1.0, softness: float = 0.0) -> Placement | None:
     """`place`, with the body's size not known (a single image: no frame 0 shows it next to the
-    condition frame; a video's frame 0, read once): the sprite is placed at each size of SIZE_GRID;
-    from the best, it is placed again (from that place) at the sizes SIZE_FINE around it and the
-    size moves to the vertex of a quadratic fitted to those costs by least squares, until it
-    settles (SIZE_ROUNDS, SIZE_SETTLED). Place and size trade off (a body that grew on a floor is
+    condition frame; a video's frame 0, read once): the sprite is placed at the sizes of SIZE_GRID in
+    turn, up to the first that costs more than the one before; from the best, it is placed again
+    (from that place) at the sizes SIZE_FINE around it and the size moves to the vertex of a
+    quadratic fitted to those costs by least squares, until it settles (SIZE_ROUNDS, SIZE_SETTLED). Place and size trade off (a body that grew on a floor is
     centred higher), so every size is compared at its own best place. A size other than the case's
     is kept only where it costs at most SIZE_GAIN of what the case's size costs at its best place."""
-    grid = {f: place(sprite, image_ycc, background_ycc, weight, start, scale * f, softness) for f in SIZE_GRID}
-    base = grid[1.0]
+    base = place(sprite, image_ycc, background_ycc, weight, start, scale * SIZE_GRID[0], softness)
     if base is None:
         return None
-    f, best = min(((f, p) for f, p in grid.items() if p is not None), key=lambda fp: fp[1].cost)
+    # the cost along the grid has one minimum: the sizes past the first that costs more are not tried
+    f, best = SIZE_GRID[0], base
+    for g in SIZE_GRID[1:]:
+        p = place(sprite, image_ycc, background_ycc, weight, start, scale * g, softness)
+        if p is None:
+            continue
+        if p.cost >= best.cost:
+            break
+        f, best = g, p
     if f == 1.0:
         return base
     # every size's cost read on one window (`place` reads a window that grows with the size, and
@@ -300,7 +316,7 @@ def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.nda
             break
     if best.cost > SIZE_GAIN * base.cost or f < SIZE_GRID[0] + 0.02:
         return base
-    return Placement(best.uv, best.cost, base.cost_at_start, round(f, 4))
+    return Placement(best.uv, best.cost, base.cost_at_start, round(f, 4), best.explained)
 
 
 class _View:

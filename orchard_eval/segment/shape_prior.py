@@ -62,6 +62,7 @@ MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette 
 MIN_BLOB_PX = 20
 SMEAR_PER_SIGMA = 2.0    # a blurred edge's colour reaches this many σ outside the outline
 SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob fills all round
+LOOK_EXPLAINS = 0.4      # a fit whose look explains this share of the frame's difference from the plate is kept
 MAX_BLOB_RATIO = 6.0     # a blob larger than this many silhouettes is not fitted
 ATTITUDE_DEDUP_DEG = 0.5
 LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
@@ -393,6 +394,7 @@ class Fit:
     iou: float                  # agreement of the silhouette with the blob on the weighted pixels
     image_centre: tuple[float, float]
     body: "BodyPrior | None" = None   # the rigid model at the size the answer draws it, where a look found another
+    explained: float = 0.0      # share of the frame's difference from the background its look explains (`placed_by_look`)
 
 
 def blob_centroid(mask: np.ndarray) -> tuple[float, float]:
@@ -1122,8 +1124,14 @@ class _RoiFit:
         if self.unobservable is not None:
             weight[self.unobservable] = 0.0
         scale = (size_scale or 1.0) * sprite.depth / max(self.camera.depth(fit.centre), 1e-9)
-        how = appearance.place if size_scale is not None else appearance.place_and_size
-        p = how(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale, softness)
+        if size_scale is not None:
+            # (a video frame: a codec's ghost of the body may have pulled the silhouette fit farther
+            # off than the search reaches, which then goes on from where it stopped, twice at most)
+            p = appearance.place(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale, softness,
+                                 recentre=2)
+        else:
+            p = appearance.place_and_size(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale,
+                                          softness)
         if p is None:
             return None
         if p.size != 1.0:
@@ -1132,7 +1140,7 @@ class _RoiFit:
         poly = None if X is None else self.camera.silhouette(b, X, fit.attitude)
         if poly is None:
             return None
-        return Fit(X, fit.attitude, poly, fit.iou, p.uv, body=b if p.size != 1.0 else None)
+        return Fit(X, fit.attitude, poly, fit.iou, p.uv, body=b if p.size != 1.0 else None, explained=p.explained)
 
     def _object_like(self, alpha: np.ndarray, weight: np.ndarray, win=(slice(None), slice(None))) -> np.ndarray:
         """Pixels (of the window `win`) that read as the object: on luma evidence (or, where luma cannot
@@ -1258,6 +1266,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                   keep_rims, scene_depth, limbs, shadows, faint=None, softness: float = 0.0, look=None,
                   size_scales=None):
     smear = SMEAR_PER_SIGMA * softness
+    video = size_scales is not None      # a video's frame (its sizes read on frame 0), not a single image
     roi = _RoiFit(masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs, shadows,
                   smear)
     shape = roi.shape
@@ -1310,9 +1319,15 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             if scene_depth is not None:
                 hid = hidden_pixels(camera, f.body or body, f.centre, f.attitude, scene_depth)
         if f.iou < min_iou:
-            notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
-                         "shape prior not applied")
-            continue
+            # in a video frame, a blob wider than the body its look places may be a codec's ghost of
+            # the body where it was (inter-frame prediction left uncorrected): the look decides, and
+            # none of the blob's pixels outside the silhouette are kept. A single image has no such
+            # ghost: there the blob stands
+            if not video or moved is None or moved.explained < LOOK_EXPLAINS:
+                notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
+                             "shape prior not applied")
+                continue
+            strong[oid] = np.zeros_like(strong[oid])
         fits[oid], hidden[oid] = f, hid
     if not fits:
         return masks, {}, notes

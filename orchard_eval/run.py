@@ -299,6 +299,12 @@ class Scorer:
         # case id -> the segmentation of its GT frame 0, for answers that start on it (transitions)
         self._frame0: dict[str, Any] = {}
 
+    def forget_answers(self) -> None:
+        """Drop what was computed from answers (objective results per identical file, kept
+        segmentations), keeping the per-case models: the next score of an answer is computed again."""
+        self._objective_cache.clear()
+        self._segmentations.clear()
+
     def base_record(self, case: EvalCase, subtrack: str, rollout: int) -> dict[str, Any]:
         return {"record_version": RECORD_VERSION, "case_id": case.case_id, "subtrack": subtrack, "rollout": rollout,
                 "model": self.submission.model, "protocol": self.submission.protocol, "pillar": case.pillar,

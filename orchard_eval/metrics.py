@@ -110,11 +110,15 @@ def mask_centroid(mask) -> tuple[float, float] | None:
     if m.size == 0:
         return None
     # image moments: the exact integer sums of the pixel indices, the same mean as np.nonzero's
-    # indices give, without building them
-    mo = cv2.moments(np.ascontiguousarray(m).view(np.uint8), binaryImage=True)
-    if mo["m00"] == 0:
+    # indices give, without building them; read on the mask's bounding box (the sums shifted back
+    # by its corner stay exact integers)
+    u8 = np.ascontiguousarray(m).view(np.uint8)
+    x0, y0, w, h = cv2.boundingRect(u8)
+    if w == 0 or h == 0:
         return None
-    return float(mo["m10"] / mo["m00"] + 0.5), float(mo["m01"] / mo["m00"] + 0.5)
+    mo = cv2.moments(u8[y0:y0 + h, x0:x0 + w], binaryImage=True)
+    n = mo["m00"]
+    return float((mo["m10"] + x0 * n) / n + 0.5), float((mo["m01"] + y0 * n) / n + 0.5)
 
 
 def hungarian_match(pred: Mapping[Hashable, np.ndarray], gt: Mapping[Hashable, np.ndarray]) -> dict:

@@ -176,7 +176,11 @@ def apply_inverse(answer: np.ndarray, curve: ToneCurve, plate: np.ndarray | None
     for c in range(3):
         out[..., c] = lut[answer[..., c], c]
     if plate is not None:
-        ahead = curve.forward(plate)
+        if plate.dtype == np.uint8:     # the curve read from a table of its 256 levels: the same values
+            table = curve.forward(np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1))
+            ahead = np.stack([table[plate[..., c], c] for c in range(3)], axis=-1)
+        else:
+            ahead = curve.forward(plate)
         lost = ((answer >= CLIP_HIGH) & (ahead >= CLIP_HIGH)) | ((answer <= CLIP_LOW) & (ahead <= CLIP_LOW))
         out[lost] = plate[lost]
     return out

@@ -281,8 +281,9 @@ def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.nda
     condition frame; a video's frame 0, read once): the sprite is placed at the sizes of SIZE_GRID in
     turn, up to the first that costs more than the one before; from the best, it is placed again
     (from that place) at the sizes SIZE_FINE around it and the size moves to the vertex of a
-    quadratic fitted to those costs by least squares, until it settles (SIZE_ROUNDS, SIZE_SETTLED). Place and size trade off (a body that grew on a floor is
-    centred higher), so every size is compared at its own best place. A size other than the case's
+    quadratic fitted to those costs by least squares, until it settles (SIZE_ROUNDS, SIZE_SETTLED).
+    Place and size trade off (a body that grew on a floor is centred higher), so every size is
+    compared at its own best place. A size other than the case's
     is kept only where it costs at most SIZE_GAIN of what the case's size costs at its best place."""
     base = place(sprite, image_ycc, background_ycc, weight, start, scale * SIZE_GRID[0], softness)
     if base is None:

@@ -394,7 +394,7 @@ class Fit:
     iou: float                  # agreement of the silhouette with the blob on the weighted pixels
     image_centre: tuple[float, float]
     body: "BodyPrior | None" = None   # the rigid model at the size the answer draws it, where a look found another
-    explained: float = 0.0      # share of the frame's difference from the background its look explains (`placed_by_look`)
+    explained: float = 0.0      # share of the frame's difference from the background its look explains
 
 
 def blob_centroid(mask: np.ndarray) -> tuple[float, float]:

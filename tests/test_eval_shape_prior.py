@@ -412,3 +412,35 @@ def test_a_codec_ghost_in_a_video_frame_is_no_part_of_the_body(video):
     else:
         # a single image has no ghost of an earlier frame: a blob that disagrees stands
         assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)
+
+
+def test_touching_lookalikes_in_an_image_are_each_sized_by_their_look():
+    # two look-alike balls touching in a single image, the left one drawn 1.1 × the case's size: the
+    # joint fit places both at the case's size; each is then placed and sized by its look, with the
+    # other's fitted silhouette carrying no weight
+    from orchard_eval.segment.appearance import make_sprite
+    from orchard_eval.segment.matting import weighted_ycc
+
+    r, k = 0.08, 1.1
+    left, right = np.array([-0.06, 0.0, 0.5]), np.array([-0.06 + r * (k + 1.0), 0.0, 0.5])
+    cl, cr = _coverage(left, k * r), _coverage(right, r)
+    plate = np.full((H, W, 3), 180, np.uint8)
+    colour = np.array([200.0, 40.0, 30.0])
+    img = np.clip(np.round(np.maximum(cl, cr)[..., None] * colour + (1 - np.maximum(cl, cr)[..., None]) * plate),
+                  0, 255).astype(np.uint8)
+    union = (cl >= 0.5) | (cr >= 0.5)
+    split = union & (np.arange(W)[None, :] < CAM.project(np.array([[-0.06 + k * r, 0.0, 0.5]]))[0][0])
+    ycc = lambda a: weighted_ycc(a, SP.FIT_CHROMA_WEIGHT)
+    look = _OneLook(make_sprite(ycc(np.clip(np.round(_coverage(left, r)[..., None] * colour
+                                                     + (1 - _coverage(left, r)[..., None]) * plate), 0, 255)
+                                            .astype(np.uint8)), ycc(plate), _coverage(left, r).astype(np.float32),
+                                tuple(CAM.project(left[None])[0]), CAM.depth(left)))
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    bodies = {"a": sphere(r), "b": sphere(r)}
+    masks, centres, notes = SP.apply_shape_prior({"a": split, "b": union & ~split}, bodies, CAM, img, plate,
+                                                 allowed=changed, ambiguous=np.zeros((H, W), bool),
+                                                 unobservable=None, time=None, alike=[["a", "b"]], looks=look)
+    # look-alikes carry no identity: the masks are compared left to right
+    got = sorted((masks["a"], masks["b"]), key=lambda m: np.nonzero(m)[1].mean())
+    assert M.iou(got[0], cl >= 0.5) > 0.97, notes
+    assert M.iou(got[1], cr >= 0.5) > 0.97, notes

@@ -1292,8 +1292,19 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if fs is None or fs[0].iou < min_iou:
             notes.append(f"{a}, {b}: rigid silhouettes disagree with their joint blob; shape prior not applied")
             continue
-        for oid, f in zip((a, b), fs):
-            fits[oid], strong[oid], hidden[oid] = f, keep & ~zone, hid
+        for k, (oid, f) in enumerate(zip((a, b), fs)):
+            # each placed by its look as a lone body is, the other one's fitted silhouette carrying
+            # no weight (which of the joint blob's pixels are whose is what the fit decided)
+            sprite = None if look is None else look(oid, f.image_centre)
+            moved = None if sprite is None else roi.placed_by_look(
+                oid, f, sprite, union & ~rasterise(fs[1 - k].polygon, shape), hid, softness,
+                None if size_scales is None else size_scales.get(oid, 1.0))
+            h = hid
+            if moved is not None:
+                f = replace(moved, iou=f.iou)
+                if scene_depth is not None:
+                    h = hidden_pixels(camera, f.body or bodies[oid], f.centre, f.attitude, scene_depth)
+            fits[oid], strong[oid], hidden[oid] = f, keep & ~zone, h
             joint.add(oid)
     for oid, m in masks.items():
         body = bodies.get(oid)

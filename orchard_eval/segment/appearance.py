@@ -180,6 +180,22 @@ def _colour_map(pre: np.ndarray, alpha: np.ndarray, inner: np.ndarray, image: np
     return out
 
 
+def _reach(sprite: Sprite, scale: float) -> tuple[int, int]:
+    """Half the width and height (whole pixels) of the window a sprite `scale` times its size is
+    compared on, around its centre: the sprite and MARGIN_PX of background all round."""
+    return (int(math.ceil(scale * sprite.alpha.shape[1] / 2.0)) + MARGIN_PX,
+            int(math.ceil(scale * sprite.alpha.shape[0] / 2.0)) + MARGIN_PX)
+
+
+def _search_window(sprite: Sprite, scale: float, at, shape: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(x0, x1, y0, y1): the pixels a sprite `scale` times its size reads while its centre is
+    searched within SEARCH_PX of `at`, clipped to a frame of `shape`."""
+    half_w, half_h = _reach(sprite, scale)
+    cx, cy = int(round(at[0])), int(round(at[1]))
+    return (max(cx - half_w - SEARCH_PX, 0), min(cx + half_w + SEARCH_PX + 1, shape[1]),
+            max(cy - half_h - SEARCH_PX, 0), min(cy + half_h + SEARCH_PX + 1, shape[0]))
+
+
 def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, weight: np.ndarray,
           start: tuple[float, float], scale: float = 1.0, softness: float = 0.0, recentre: int = 0
           ) -> Placement | None:
@@ -188,11 +204,8 @@ def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, wei
     nothing about this body (another object, a drawn layer, a cast shadow, a support in front). A
     descent that ends on the search's edge starts again from there, at most `recentre` times."""
     h, w = weight.shape
-    half_w = int(math.ceil(scale * sprite.alpha.shape[1] / 2.0)) + MARGIN_PX
-    half_h = int(math.ceil(scale * sprite.alpha.shape[0] / 2.0)) + MARGIN_PX
-    cx, cy = int(round(start[0])), int(round(start[1]))
-    x0, x1 = max(cx - half_w - SEARCH_PX, 0), min(cx + half_w + SEARCH_PX + 1, w)
-    y0, y1 = max(cy - half_h - SEARCH_PX, 0), min(cy + half_h + SEARCH_PX + 1, h)
+    half_w, half_h = _reach(sprite, scale)
+    x0, x1, y0, y1 = _search_window(sprite, scale, start, (h, w))
     if x1 - x0 < 2 * SEARCH_PX + 3 or y1 - y0 < 2 * SEARCH_PX + 3:
         return None
     S = SEARCH_PX
@@ -325,12 +338,7 @@ class _View:
     SEARCH_PX of it reads: the cost of the sprite at any place and size, on the same pixels."""
 
     def __init__(self, sprite: Sprite, image_ycc, background_ycc, weight, at, scale: float):
-        h, w = weight.shape
-        half_w = int(math.ceil(scale * sprite.alpha.shape[1] / 2.0)) + MARGIN_PX + SEARCH_PX
-        half_h = int(math.ceil(scale * sprite.alpha.shape[0] / 2.0)) + MARGIN_PX + SEARCH_PX
-        cx, cy = int(round(at[0])), int(round(at[1]))
-        self.x0, self.y0 = max(cx - half_w, 0), max(cy - half_h, 0)
-        x1, y1 = min(cx + half_w + 1, w), min(cy + half_h + 1, h)
+        self.x0, x1, self.y0, y1 = _search_window(sprite, scale, at, weight.shape)
         self.sprite, self.at, self.size = sprite, at, (x1 - self.x0, y1 - self.y0)
         win = (slice(self.y0, y1), slice(self.x0, x1))
         self.img, self.bg, self.wt = image_ycc[win], background_ycc[win], weight[win].astype(np.float32)

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from . import appearance
-from .matting import weighted_ycc
+from .matting import FIT_CHROMA_WEIGHT, weighted_ycc
 
 SCALE_DETECTED = 1.04        # a body drawn this much larger (linear) than the case's is drawn larger
 OTHERS_PX = 2                # another object's pixels, grown this far, say nothing of this one
@@ -35,7 +35,6 @@ def frame0_scales(frame0: np.ndarray, background: np.ndarray, ctx, hidden: np.nd
     masks = {k: m for k, m in (ctx.reference_masks or {}).items() if m is not None and m.shape == frame0.shape[:2]}
     if looks is None or not ids:
         return {}
-    from .shape_prior import FIT_CHROMA_WEIGHT
     image, plate = weighted_ycc(frame0, FIT_CHROMA_WEIGHT), weighted_ycc(background, FIT_CHROMA_WEIGHT)
     blocked = np.zeros(frame0.shape[:2], bool) if hidden is None else hidden.copy()
     out: dict[str, float] = {}

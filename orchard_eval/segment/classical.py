@@ -43,11 +43,11 @@ from .appearance import Looks, make_sprite
 from .base import SegmentContext, Segmentation
 from .body_size import scaled_bodies
 from .conditioning import scene_view, white_view
-from .matting import nearest_inside, weighted_ycc
+from .matting import FIT_CHROMA_WEIGHT, nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, InputLayer
 from .photometry import channel_difference
 from .shadows import CastShadows, cast_shadows
-from .shape_prior import (FIT_CHROMA_WEIGHT, MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
+from .shape_prior import (MIN_FIT_IOU_WHITE, BodyPrior, Camera, LimbModel, apply_shape_prior,
                           EDGE_SHIFT_MAX, hidden_pixels, silhouette_coverage, learn_limb_model, quat_to_matrix)
 
 L_BINS, AB_BINS = 4, 16

@@ -52,7 +52,9 @@ class View:
     reference: "AnswerReference | None" = None   # `plate` is this answer's own background
     own_background: bool = False           # `plate` was estimated from this frame alone
     softness: float = 0.0                  # Gaussian σ (px) by which the answer smears object rims
-    scales: dict[str, float] = field(default_factory=dict)   # per body, how much larger the answer draws it
+    # per body, how much larger the answer draws it (`AnswerReference.scales`); None for a single
+    # image, where no frame 0 tells (the shape prior then reads the size from the body's look)
+    scales: dict[str, float] | None = field(default_factory=dict)
 
     @property
     def registered(self) -> bool:
@@ -132,9 +134,7 @@ class AnswerReference:
     plate_lab: np.ndarray | None = None     # `plate` in Lab, once per answer
     registration: Registration | None = None  # the camera of frame 0
     softness: float = 0.0      # how far the answer smears the objects' rims (`rim_softness`)
-    # bodies drawn larger than the case's (`body_size.frame0_scales`); None for a single image, where
-    # no frame 0 tells (the shape prior then reads the size from the body's look)
-    scales: dict[str, float] | None = field(default_factory=dict)
+    scales: dict[str, float] = field(default_factory=dict)   # bodies drawn larger than the case's (`body_size.frame0_scales`)
 
 
 def t0_objects(ctx) -> np.ndarray:

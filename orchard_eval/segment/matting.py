@@ -5,6 +5,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+FIT_CHROMA_WEIGHT = 0.5  # chroma against luma where a body's colour is compared (4:2:0 video: half-resolution chroma)
+
 
 def weighted_ycc(rgb: np.ndarray, chroma_weight: float) -> np.ndarray:
     """RGB (..., 3) → float32 (Y, w·Cb, w·Cr): BT.601 luma at full weight and the colour differences

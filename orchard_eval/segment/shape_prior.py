@@ -54,7 +54,7 @@ from scipy.optimize import minimize
 
 from ..metrics import backproject_to_plane, camera_center, mask_centroid, project_points
 from . import appearance
-from .matting import nearest_inside, weighted_ycc
+from .matting import FIT_CHROMA_WEIGHT, nearest_inside, weighted_ycc
 
 CIRCLE_POINTS = 64
 MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the prior is not applied
@@ -77,7 +77,6 @@ LIMB_CHANGE = 0.35      # ... and its difference from the plate (× contrast) th
 NO_EVIDENCE_CONTRAST = 6.0  # object–plate contrast (weighted YCbCr) below which a pixel's colour says nothing
 NOISE_LEVEL = 3.0       # colour difference (luma levels) that video noise alone produces on the plate
 OFF_LINE_NOISE = 2.0    # off-line distance (× noise level) beyond which a pixel that is not a limb says nothing
-FIT_CHROMA_WEIGHT = 0.5 # chroma against luma in the fit's matting (4:2:0 video: chroma is half resolution)
 HUE_EVIDENCE = 0.06     # chromaticity difference from the plate that marks an object pixel where luma cannot
 ROBUST_SCALE = 0.35     # residual (coverage fraction) beyond which a pixel counts as an outlier
 LIMB_BINS = 16          # outline directions the limb shading model tells apart
@@ -1275,6 +1274,17 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     strong: dict[str, np.ndarray] = {}
     joint: set[str] = set()
     hidden: dict[str, np.ndarray] = {}
+
+    def by_look(oid: str, f: Fit, own: np.ndarray, hid: np.ndarray) -> tuple[Fit | None, np.ndarray]:
+        """`f` moved where the body's look places it (None where it cannot say), and the pixels the
+        scene hides of the body there."""
+        sprite = None if look is None else look(oid, f.image_centre)
+        moved = None if sprite is None else roi.placed_by_look(
+            oid, f, sprite, own, hid, softness, None if size_scales is None else size_scales.get(oid, 1.0))
+        if moved is not None and scene_depth is not None:
+            hid = hidden_pixels(camera, moved.body or bodies[oid], moved.centre, moved.attitude, scene_depth)
+        return moved, hid
+
     for group in alike or ():
         ids = [i for i in group if i in bodies and masks.get(i) is not None and masks[i].any()]
         if len(ids) != 2:
@@ -1295,16 +1305,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         for k, (oid, f) in enumerate(zip((a, b), fs)):
             # each placed by its look as a lone body is, the other one's fitted silhouette carrying
             # no weight (which of the joint blob's pixels are whose is what the fit decided)
-            sprite = None if look is None else look(oid, f.image_centre)
-            moved = None if sprite is None else roi.placed_by_look(
-                oid, f, sprite, union & ~rasterise(fs[1 - k].polygon, shape), hid, softness,
-                None if size_scales is None else size_scales.get(oid, 1.0))
-            h = hid
-            if moved is not None:
-                f = replace(moved, iou=f.iou)
-                if scene_depth is not None:
-                    h = hidden_pixels(camera, f.body or bodies[oid], f.centre, f.attitude, scene_depth)
-            fits[oid], strong[oid], hidden[oid] = f, keep & ~zone, h
+            moved, h = by_look(oid, f, union & ~rasterise(fs[1 - k].polygon, shape), hid)
+            fits[oid], strong[oid], hidden[oid] = f if moved is None else replace(moved, iou=f.iou), keep & ~zone, h
             joint.add(oid)
     for oid, m in masks.items():
         body = bodies.get(oid)
@@ -1318,17 +1320,13 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if fs is None:
             continue
         f = fs[0]
-        sprite = None if look is None else look(oid, f.image_centre)
-        moved = None if sprite is None else roi.placed_by_look(
-            oid, f, sprite, m, hid, softness, None if size_scales is None else size_scales.get(oid, 1.0))
+        moved, hid_there = by_look(oid, f, m, hid)
         if moved is not None:
             # the silhouette's agreement with the blob read again where the look placed it, with the
             # weights the fit had
             w = weight.copy()
             w[hid | zone] = 0.0
-            f = replace(moved, iou=blob_agreement([moved.polygon], m, alpha, w, smear))
-            if scene_depth is not None:
-                hid = hidden_pixels(camera, f.body or body, f.centre, f.attitude, scene_depth)
+            f, hid = replace(moved, iou=blob_agreement([moved.polygon], m, alpha, w, smear)), hid_there
         if f.iou < min_iou:
             # in a video frame, a blob wider than the body its look places may be a codec's ghost of
             # the body where it was (inter-frame prediction left uncorrected): the look decides, and

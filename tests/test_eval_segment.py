@@ -166,6 +166,27 @@ def test_an_object_drawn_twice_is_the_copy_nearest_its_expected_place():
     assert (_one_body(comps, 10.0, here.shape) == copy).all()      # no expectation: the largest
 
 
+@pytest.mark.parametrize("t", [1.56, 1.565])
+def test_a_body_leaving_the_frame_is_found_on_its_last_sliver(t):
+    # 42 and 23 px of the disc remain inside a 640×360 frame: below the frame's smallest blob (46 px),
+    # but the frame's edge hides the rest, as an overlay would, so the sliver is the body
+    p, v = syn.uniform(0.0, 0.6, 2.0)
+    sc = syn.Scene(width=640, height=360, duration=2.0, discs=[syn.Disc("red", 1, (200, 40, 40), 0.15, p, v)])
+    ref, inst0 = sc.render(0.0)
+    img, inst = sc.render(t)
+    assert 10 < (inst == 1).sum() < 46
+    ctx = SegmentContext(["red"], ref, {"red": inst0 == 1}, background=sc.plate())
+    out = ClassicalSegmenter().segment(img, ctx)
+    found, true = out.masks["red"], inst == 1
+    assert (found & true).sum() / (found | true).sum() > 0.75
+    # a blob as small away from the edge is still noise
+    yy, xx = np.mgrid[:360, :640]
+    from orchard_eval.segment.classical import _components
+    speck = (np.abs(xx - 300) <= 2) & (np.abs(yy - 100) <= 2)
+    edge = (xx >= 635) & (np.abs(yy - 100) <= 2)
+    assert [c.sum() for c in _components(speck | edge, 46)] == [edge.sum()]
+
+
 def test_low_contrast_objects_are_flagged():
     p, v = syn.uniform(0.0, 0.6, 0.0)
     sc = syn.Scene(width=128, height=96, background="flat",

@@ -169,9 +169,15 @@ def clean_mask(fg: np.ndarray, min_area: int | None = None, protect: np.ndarray 
 
 
 def _big_enough(labels: np.ndarray, stats: np.ndarray, min_area: int, protect: np.ndarray | None) -> np.ndarray:
-    """Per component label: kept (the background label 0 never)."""
+    """Per component label: kept (the background label 0 never). A component that touches
+    unobservable pixels (`protect`) or the frame's edge — beyond it nothing is observed either: a
+    body leaving the view — is kept from PROTECTED_MIN_PX: the rest of it may lie there."""
     area = stats[:, cv2.CC_STAT_AREA]
     keep = area >= min_area
+    h, w = labels.shape
+    x, y = stats[:, cv2.CC_STAT_LEFT], stats[:, cv2.CC_STAT_TOP]
+    at_edge = (x == 0) | (y == 0) | (x + stats[:, cv2.CC_STAT_WIDTH] == w) | (y + stats[:, cv2.CC_STAT_HEIGHT] == h)
+    keep |= at_edge & (area >= PROTECTED_MIN_PX)
     if protect is not None and protect.any():
         near = cv2.dilate(protect.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
         touching = np.zeros(len(area), bool)

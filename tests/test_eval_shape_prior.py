@@ -414,6 +414,39 @@ def test_a_codec_ghost_in_a_video_frame_is_no_part_of_the_body(video):
         assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)
 
 
+@pytest.mark.parametrize("with_look", [True, False])
+def test_a_ghost_joined_to_a_body_its_look_explains_is_no_part_of_it(with_look):
+    # a fainter ghost a few pixels back, joined to the body: the blob agrees with the fit, so the fit
+    # is used, and the ghost's body-coloured pixels beyond the rim are what an enlarged or deformed
+    # body would add. In a video frame where the body's look explains the frame, the body is as its
+    # look has it and they go; with no look to say so they stay
+    from orchard_eval.segment.appearance import make_sprite
+    from orchard_eval.segment.matting import weighted_ycc
+
+    centre, before = np.array([0.03, 0.0, 0.5]), np.array([-0.02, 0.0, 0.5])
+    img, plate, truth = _lit_ball(centre, 0.08)
+    ghost, _, was = _lit_ball(before, 0.08)
+    v = CAM.project(centre[None])[0][1]
+    trail = was & ~truth & (np.abs(np.arange(H)[:, None] + 0.5 - v) <= 6)     # the rows a codec block left
+    img[trail] = np.round(0.3 * img[trail] + 0.7 * ghost[trail]).astype(np.uint8)
+    outside = __import__("cv2").distanceTransform((~truth).astype(np.uint8), 2, 3)
+    assert (trail & (outside > 3)).sum() > 30
+    ycc = lambda a: weighted_ycc(a, SP.FIT_CHROMA_WEIGHT)
+    look = make_sprite(ycc(_lit_ball(centre, 0.08)[0]), ycc(plate), _coverage(centre, 0.08).astype(np.float32),
+                       tuple(CAM.project(centre[None])[0]), CAM.depth(centre))
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    assert M.iou(truth | trail, truth) >= SP.MIN_FIT_IOU
+    masks, _, notes = SP.apply_shape_prior(
+        {"ball": truth | trail}, {"ball": sphere()}, CAM, img, plate, allowed=changed,
+        ambiguous=np.zeros((H, W), bool), unobservable=None, time=None,
+        looks=_OneLook(look) if with_look else None, size_scales={"ball": 1.0})
+    kept = (masks["ball"] & trail & (outside > 3)).sum()
+    if with_look:
+        assert kept == 0 and M.iou(masks["ball"], truth) >= 0.97, notes
+    else:
+        assert kept > 0
+
+
 def test_touching_lookalikes_in_an_image_are_each_sized_by_their_look():
     # two look-alike balls touching in a single image, the left one drawn 1.1 × the case's size: the
     # joint fit places both at the case's size; each is then placed and sized by its look, with the

@@ -25,7 +25,8 @@ What is measured and what is assumed:
   removes blob pixels in a 1-px ring just outside it
   (the blended rim); pixels of the blob farther outside stay where they show the body's colour read
   against the fitted silhouette's interior, so a deformed or enlarged object keeps them and a codec's
-  smear does not. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
+  smear does not — except in a video frame where the body's look explains the frame (below): there
+  the body is as its look has it, and pixels beyond are a codec's ghost or noise. A fit whose silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
 * supports in front of a body (a ramp's near edge, a track's rail) are known from the case's scene
   depth (the condition frame's depth with the objects removed, `EvalCase.scene_depth`): a pixel where
   that scene lies nearer than the body's front surface at the fitted pose is hidden. Hidden pixels
@@ -1376,8 +1377,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                 claim[ys[blind], xs[blind]] = True
             # blob pixels beyond the blended rim stay where they show the body's colour read against
             # the fitted silhouette's own interior: an enlarged or deformed body keeps them, a codec's
-            # smear (the body's colour bled into the plate, which the blob's interior already holds) not
-            beyond = roi.body_coloured(oid, f, templates[oid], masks[oid] & ~near[oid] & ~others & strong[oid])
+            # smear (the body's colour bled into the plate, which the blob's interior already holds) not.
+            # In a video frame whose body its look explains (`LOOK_EXPLAINS`), the body is as its rigid
+            # look has it: body-coloured pixels beyond are a codec's ghost of where it was, or noise
+            beyond = False
+            if not video or f.explained < LOOK_EXPLAINS:
+                beyond = roi.body_coloured(oid, f, templates[oid], masks[oid] & ~near[oid] & ~others & strong[oid])
             out[oid] = (templates[oid] & claim & visible) | beyond
     # where silhouettes overlap, the body whose surface is nearer along the pixel's ray is the one
     # seen (not the one with the nearer centre: a small cube in front of a large one's side)

@@ -151,3 +151,31 @@ def test_statistics():
     # the three answers tied at 1.0 count once: their order among themselves is noise, not ranking
     assert bench.spearman([r.reported for r in rows], [r.ideal for r in rows]) == pytest.approx(1.0)
     assert bench.spearman([r.reported for r in rows], [r.ideal for r in rows], tie=None) < 1.0
+
+
+def test_a_half_vanished_answer_shows_the_plate_where_its_truth_has_no_body(tmp_path):
+    from orchard_eval import synthetic as syn
+    from orchard_eval.cases import load_dataset
+    from orchard_eval.fidelity.families import Source, make_answer
+
+    sc = syn.Scene(width=160, height=96, duration=1.0)
+    cid = "UniversalGravitation/FreeFall/000000"
+    syn.write_orchard_case(tmp_path, sc, cid)
+    case = load_dataset(tmp_path).cases[cid]
+    fam = next(f for f in catalogue() if f.name == "ded/half_vanished")
+    ans = make_answer(fam, case, {"gt": Source(case, case)})
+    first = case.objects[0].instance_id
+    plate = case.clean_plate()
+    n = len(ans.frames)
+    late = [k for k in range(n // 2 + 1, n) if (case.gt_instances(k) == first).sum() > 50]
+    assert late
+    for k in (0, late[0]):
+        gt = case.gt_instances(k) == first
+        now = ans.truth.frames[k].instances == first
+        if k == 0:          # before T/2 the body is whole
+            assert (now == gt).all()
+            continue
+        rows = np.nonzero(gt)[0]
+        assert now.sum() < 0.6 * gt.sum() and not now[: int(rows.mean()) - 1].any()
+        gone = gt & ~now
+        assert (ans.frames[k][gone] == plate[gone]).all()

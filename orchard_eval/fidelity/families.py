@@ -48,6 +48,7 @@ class Spec:
     noise: float = 0.0
     size: tuple[int, int] | None = None       # written at this size (the evaluator resizes it back)
     codec: tuple | None = None                # ("h264", crf) | ("jpeg", q) | ("webp", q); default H.264 crf 18 / PNG
+    vanish: float | None = None               # from this share of T on, the first object's upper half shows the plate
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -105,6 +106,8 @@ def catalogue() -> list[Family]:
         _f("ded/cf_mass", "physics", D, "re-rendered with the first object 2.5 × as dense", source="mass"),
         _f("ded/cf_start", "physics", D, "re-rendered with the first object's start displaced", source="start"),
         _f("ded/cf_size", "physics", D, "re-rendered with the first object 1.1 × as large", source="size"),
+        _f("ded/half_vanished", "physics", D, "the first object's upper half gone (the plate shown) from T/2 on",
+           vanish=0.5),
         # --- Deduction, appearance with true physics ------------------------------------------
         _f("ded/h264_crf28", "appearance", D, "re-encoded H.264 crf 28", codec=("h264", 28)),
         _f("ded/h264_crf34", "appearance", D, "re-encoded H.264 crf 34", codec=("h264", 34)),
@@ -361,6 +364,8 @@ def make_answer(fam: Family, case: EvalCase, sources: dict[str, Source]) -> Answ
         if A is not None:
             img = X.warp(img, A, size)
         inst = src.instances(i)
+        if spec.vanish is not None and t_ans >= spec.vanish * T:
+            img, inst = _half_vanished(img, inst, case)
         true_inst = inst if A is None else warp_instances(inst, A, size)
         hidden = np.zeros((size[1], size[0]), bool)
         strength = _overlay_strength(spec.overlay, t_ans, T)
@@ -390,6 +395,20 @@ def make_answer(fam: Family, case: EvalCase, sources: dict[str, Source]) -> Answ
         frames.append(_write_size(img, spec, fam))
     truth = Truth(truths, regs or None)
     return Answer(frames, truth, fps, spec.codec)
+
+
+def _half_vanished(img: np.ndarray, inst: np.ndarray, case: EvalCase) -> tuple[np.ndarray, np.ndarray]:
+    """The frame with the first object's pixels above its centre row, and its blended rim there,
+    showing the clean plate instead (a body that partly vanishes); its instance map to match."""
+    plate = case.clean_plate()
+    obj = inst == case.objects[0].instance_id
+    if plate is None or plate.shape != img.shape or not obj.any():
+        return img, inst
+    rows = np.arange(inst.shape[0])[:, None] < np.nonzero(obj)[0].mean()
+    gone = _grown(obj & rows, 1) & rows & ((inst == 0) | obj)
+    img, inst = img.copy(), inst.copy()
+    img[gone], inst[gone] = plate[gone], 0
+    return img, inst
 
 
 def _grown(mask: np.ndarray, px: int) -> np.ndarray:

@@ -1367,6 +1367,10 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             claim = allowed
             if faint is not None:   # more than a pixel inside the outline, where nothing hides the body
                 claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
+            if video and f.explained >= LOOK_EXPLAINS:
+                # the body's rigid look explains the frame here: its silhouette is the body wherever
+                # nothing hides it, also where a codec flattened part of it into the plate's colours
+                claim = claim | (templates[oid] & ~hidden[oid])
             # where the body's expected colour is as close to the plate as noise, no change could
             # show it: colour says nothing there, and the fitted silhouette decides (a grey steel
             # edge against a grey wall)

@@ -154,10 +154,12 @@ def _kernel(shape: tuple[int, int]) -> int:
     return k + 1 - k % 2
 
 
-def clean_mask(fg: np.ndarray, min_area: int | None = None, protect: np.ndarray | None = None) -> np.ndarray:
+def clean_mask(fg: np.ndarray, min_area: int | None = None, protect: np.ndarray | None = None,
+               open_edges: bool = False) -> np.ndarray:
     """Opening, closing, hole filling, and components of at least `min_area` pixels; a component
     next to `protect` (unobservable pixels: the visible part of a body a drawn layer hides) needs
-    only PROTECTED_MIN_PX."""
+    only PROTECTED_MIN_PX, and with `open_edges` one at the frame's edge too (what is beyond it is
+    not observed either: a body leaving the view)."""
     k = _kernel(fg.shape)
     m = fg.astype(np.uint8)
     m = cv2.morphologyEx(m, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
@@ -165,19 +167,21 @@ def clean_mask(fg: np.ndarray, min_area: int | None = None, protect: np.ndarray 
     m = fill_holes(m)
     min_area = min_area if min_area is not None else max(12, int(2e-4 * fg.size))
     n, labels, stats = labelled(m)
-    return _big_enough(labels, stats, min_area, protect)[labels]
+    return _big_enough(labels, stats, min_area, protect, open_edges)[labels]
 
 
-def _big_enough(labels: np.ndarray, stats: np.ndarray, min_area: int, protect: np.ndarray | None) -> np.ndarray:
+def _big_enough(labels: np.ndarray, stats: np.ndarray, min_area: int, protect: np.ndarray | None,
+                open_edges: bool = False) -> np.ndarray:
     """Per component label: kept (the background label 0 never). A component that touches
-    unobservable pixels (`protect`) or the frame's edge — beyond it nothing is observed either: a
-    body leaving the view — is kept from PROTECTED_MIN_PX: the rest of it may lie there."""
+    unobservable pixels (`protect`) or, with `open_edges`, the frame's edge is kept from
+    PROTECTED_MIN_PX: the rest of it may lie where nothing is observed."""
     area = stats[:, cv2.CC_STAT_AREA]
     keep = area >= min_area
-    h, w = labels.shape
-    x, y = stats[:, cv2.CC_STAT_LEFT], stats[:, cv2.CC_STAT_TOP]
-    at_edge = (x == 0) | (y == 0) | (x + stats[:, cv2.CC_STAT_WIDTH] == w) | (y + stats[:, cv2.CC_STAT_HEIGHT] == h)
-    keep |= at_edge & (area >= PROTECTED_MIN_PX)
+    if open_edges:
+        h, w = labels.shape
+        x, y = stats[:, cv2.CC_STAT_LEFT], stats[:, cv2.CC_STAT_TOP]
+        at_edge = (x == 0) | (y == 0) | (x + stats[:, cv2.CC_STAT_WIDTH] == w) | (y + stats[:, cv2.CC_STAT_HEIGHT] == h)
+        keep |= at_edge & (area >= PROTECTED_MIN_PX)
     if protect is not None and protect.any():
         near = cv2.dilate(protect.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
         touching = np.zeros(len(area), bool)
@@ -276,10 +280,10 @@ def white_foreground(rgb: np.ndarray) -> tuple[np.ndarray, float]:
         near = (cv2.dilate(rough, np.ones((9, 9), np.uint8)) > 0) & ~(cv2.dilate(rough, np.ones((3, 3), np.uint8)) > 0)
         clean_white = not near.any() or float(np.percentile(d[near], 90)) < 0.5
     thr = _robust_threshold(d, WHITE_CLEAN_DE if clean_white else WHITE_FLOOR_DE, background_quantile=40.0)
-    coarse = clean_mask(d > thr)
+    coarse = clean_mask(d > thr, open_edges=True)
     if not clean_white:
-        coarse = clean_mask(half_contrast(coarse, d))
-    return clean_mask(alpha_refine(coarse, rgb, None)), thr
+        coarse = clean_mask(half_contrast(coarse, d), open_edges=True)
+    return clean_mask(alpha_refine(coarse, rgb, None), open_edges=True), thr
 
 
 def learn_shadow_gain(reference: np.ndarray | None, plate: np.ndarray, masks: dict[str, np.ndarray]
@@ -441,7 +445,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     fg = changed_px & ~shadow
     if ignore is not None:
         fg &= ~ignore
-    coarse = clean_mask(fg, protect=ignore)
+    coarse = clean_mask(fg, protect=ignore, open_edges=True)
     # matting against the local background: the plate, darkened where the object's shadow lies
     bg = plate
     if shadow.any():
@@ -452,8 +456,8 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     refined = alpha_refine(coarse, rgb, bg, chroma_weight=PLATE_CHROMA_WEIGHT)
     if ignore is not None:
         refined &= ~ignore
-    return PlateDifference(clean_mask(refined, protect=ignore), thr, changed, changed_px, shadow, shadow_like,
-                           d > FAINT_FRACTION * thr_map)
+    return PlateDifference(clean_mask(refined, protect=ignore, open_edges=True), thr, changed, changed_px, shadow,
+                           shadow_like, d > FAINT_FRACTION * thr_map)
 
 
 def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20) -> np.ndarray:
@@ -492,7 +496,7 @@ def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20
 # ---------------------------------------------------------------------------------------------
 def _components(mask: np.ndarray, min_area: int, protect: np.ndarray | None = None) -> list[np.ndarray]:
     n, labels, stats = labelled(mask)
-    keep = _big_enough(labels, stats, min_area, protect)
+    keep = _big_enough(labels, stats, min_area, protect, open_edges=True)
     return [labels == i for i in range(1, n) if keep[i]]
 
 
@@ -871,7 +875,7 @@ class ClassicalSegmenter:
                 gated[fg] = keep
                 if gated.sum() < fg.sum():
                     notes.append(f"{int(fg.sum() - gated.sum())} changed pixels match no object colour (ignored)")
-                fg = clean_mask(gated, protect=ignore)
+                fg = clean_mask(gated, protect=ignore, open_edges=True)
         ids = list(ctx.object_ids)
         masks = {i: np.zeros(fg.shape, bool) for i in ids}
         priors = {}

@@ -414,12 +414,12 @@ def test_a_codec_ghost_in_a_video_frame_is_no_part_of_the_body(video):
         assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)
 
 
-@pytest.mark.parametrize("with_look", [True, False])
-def test_a_ghost_joined_to_a_body_its_look_explains_is_no_part_of_it(with_look):
+@pytest.mark.parametrize("with_look,video", [(True, True), (True, False), (False, True)])
+def test_a_ghost_joined_to_a_body_its_look_explains_is_no_part_of_it(with_look, video):
     # a fainter ghost a few pixels back, joined to the body: the blob agrees with the fit, so the fit
     # is used, and the ghost's body-coloured pixels beyond the rim are what an enlarged or deformed
-    # body would add. In a video frame where the body's look explains the frame, the body is as its
-    # look has it and they go; with no look to say so they stay
+    # body would add. Where the body's look explains the frame (a video frame or an image: there the
+    # look also reads the size), the body is as its look has it and they go; with no look they stay
     from orchard_eval.segment.appearance import make_sprite
     from orchard_eval.segment.matting import weighted_ycc
 
@@ -439,7 +439,7 @@ def test_a_ghost_joined_to_a_body_its_look_explains_is_no_part_of_it(with_look):
     masks, _, notes = SP.apply_shape_prior(
         {"ball": truth | trail}, {"ball": sphere()}, CAM, img, plate, allowed=changed,
         ambiguous=np.zeros((H, W), bool), unobservable=None, time=None,
-        looks=_OneLook(look) if with_look else None, size_scales={"ball": 1.0})
+        looks=_OneLook(look) if with_look else None, size_scales={"ball": 1.0} if video else None)
     kept = (masks["ball"] & trail & (outside > 3)).sum()
     if with_look:
         assert kept == 0 and M.iou(masks["ball"], truth) >= 0.97, notes

@@ -25,9 +25,10 @@ What is measured and what is assumed:
   removes blob pixels in a 1-px ring just outside it
   (the blended rim); pixels of the blob farther outside stay where they show the body's colour read
   against the fitted silhouette's interior, so a deformed or enlarged object keeps them and a codec's
-  smear does not. In a video frame where the body's look explains the frame (below), the body is as
-  its look has it: its silhouette claims every pixel nothing hides (a codec flattens parts of a
-  moving body into the plate's colours) and pixels beyond are a codec's ghost or noise. A fit whose
+  smear does not. Where the body's look explains the frame (below), the body is as its look has
+  it: its silhouette claims every pixel nothing hides (a codec flattens parts of a moving body into
+  the plate's colours, a tone curve or a label brings parts of it near the plate's) and pixels
+  beyond are a codec's ghost or noise. A fit whose
   silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
 * supports in front of a body (a ramp's near edge, a track's rail) are known from the case's scene
   depth (the condition frame's depth with the objects removed, `EvalCase.scene_depth`): a pixel where
@@ -1366,14 +1367,14 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             rim = masks[oid] & ring if (masks[oid] & ring).sum() <= SURROUNDED * ring.sum() else False
             out[oid] = (templates[oid] & allowed & ~others & visible) | rim
         else:
-            # a video frame whose body its rigid look explains: the body is as its look has it
-            as_looked = video and f.explained >= LOOK_EXPLAINS
+            # a body its rigid look explains (placed by look, `LOOK_EXPLAINS`) is as its look has it
+            as_looked = f.explained >= LOOK_EXPLAINS
             claim = allowed
             if faint is not None:   # more than a pixel inside the outline, where nothing hides the body
                 claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
             if as_looked:
                 # its silhouette is the body wherever nothing hides it, also where a codec flattened
-                # part of it into the plate's colours
+                # part of it into the plate's colours or a tone curve or a label brought it near them
                 claim = claim | (templates[oid] & ~hidden[oid])
             # where the body's expected colour is as close to the plate as noise, no change could
             # show it: colour says nothing there, and the fitted silhouette decides (a grey steel
@@ -1386,8 +1387,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             # blob pixels beyond the blended rim stay where they show the body's colour read against
             # the fitted silhouette's own interior: an enlarged or deformed body keeps them, a codec's
             # smear (the body's colour bled into the plate, which the blob's interior already holds) not.
-            # A body as its look has it has none: body-coloured pixels beyond are a codec's ghost of
-            # where it was, or noise
+            # A body as its look has it has none (an enlarged one is sized by its look): body-coloured
+            # pixels beyond are a codec's ghost of where it was, or noise
             beyond = False
             if not as_looked:
                 beyond = roi.body_coloured(oid, f, templates[oid], masks[oid] & ~near[oid] & ~others & strong[oid])

@@ -28,8 +28,8 @@ What is measured and what is assumed:
   smear does not. Where the body's look explains the frame (below), the body is as its look has
   it: its silhouette claims every pixel nothing hides (a codec flattens parts of a moving body into
   the plate's colours, a tone curve or a label brings parts of it near the plate's) and pixels
-  beyond are a codec's ghost or noise. A fit whose
-  silhouette disagrees with the blob (IoU < `MIN_FIT_IOU`) is not used at all;
+  beyond are a codec's ghost or noise. A fit whose silhouette disagrees with the blob
+  (IoU < `MIN_FIT_IOU`) is not used at all;
 * supports in front of a body (a ramp's near edge, a track's rail) are known from the case's scene
   depth (the condition frame's depth with the objects removed, `EvalCase.scene_depth`): a pixel where
   that scene lies nearer than the body's front surface at the fitted pose is hidden. Hidden pixels

@@ -352,6 +352,7 @@ def make_answer(fam: Family, case: EvalCase, sources: dict[str, Source]) -> Answ
         plan = frame_plan(src.n_frames, fps, spec.timing)
         times = [j * T / max(len(plan) - 1, 1) for j in range(len(plan))]   # answer-frame times
     frames, truths, regs = [], [], []
+    plate = None
     for k, (i, t_ans) in enumerate(zip(plan, times)):
         img = src.frame(i)
         g = spec.gain
@@ -365,7 +366,9 @@ def make_answer(fam: Family, case: EvalCase, sources: dict[str, Source]) -> Answ
             img = X.warp(img, A, size)
         inst = src.instances(i)
         if spec.vanish is not None and t_ans >= spec.vanish * T:
-            img, inst = _half_vanished(img, inst, case)
+            if plate is None:
+                plate = case.clean_plate()      # read once per answer
+            img, inst = _half_vanished(img, inst, case.objects[0].instance_id, plate)
         true_inst = inst if A is None else warp_instances(inst, A, size)
         hidden = np.zeros((size[1], size[0]), bool)
         strength = _overlay_strength(spec.overlay, t_ans, T)
@@ -397,11 +400,11 @@ def make_answer(fam: Family, case: EvalCase, sources: dict[str, Source]) -> Answ
     return Answer(frames, truth, fps, spec.codec)
 
 
-def _half_vanished(img: np.ndarray, inst: np.ndarray, case: EvalCase) -> tuple[np.ndarray, np.ndarray]:
-    """The frame with the first object's pixels above its centre row, and its blended rim there,
-    showing the clean plate instead (a body that partly vanishes); its instance map to match."""
-    plate = case.clean_plate()
-    obj = inst == case.objects[0].instance_id
+def _half_vanished(img: np.ndarray, inst: np.ndarray, instance_id: int, plate: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The frame with the object's pixels above its centre row, and its blended rim there, showing
+    the clean plate instead (a body that partly vanishes); its instance map to match."""
+    obj = inst == instance_id
     if plate is None or plate.shape != img.shape or not obj.any():
         return img, inst
     rows = np.arange(inst.shape[0])[:, None] < np.nonzero(obj)[0].mean()

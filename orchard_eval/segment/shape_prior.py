@@ -1370,12 +1370,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             # a body its rigid look explains (placed by look, `LOOK_EXPLAINS`) is as its look has it
             as_looked = f.explained >= LOOK_EXPLAINS
             claim = allowed
-            if faint is not None:   # more than a pixel inside the outline, where nothing hides the body
-                claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
             if as_looked:
                 # its silhouette is the body wherever nothing hides it, also where a codec flattened
                 # part of it into the plate's colours or a tone curve or a label brought it near them
-                claim = claim | (templates[oid] & ~hidden[oid])
+                claim = allowed | (templates[oid] & ~hidden[oid])
+            elif faint is not None:   # more than a pixel inside the outline, where nothing hides the body
+                claim = allowed | (faint & ~hidden[oid] & (cv2.erode(templates[oid].astype(np.uint8), ring_k) > 0))
             # where the body's expected colour is as close to the plate as noise, no change could
             # show it: colour says nothing there, and the fitted silhouette decides (a grey steel
             # edge against a grey wall)

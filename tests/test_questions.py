@@ -77,6 +77,40 @@ def test_documents_match_schema(docs):
         jsonschema.validate(doc, schema)
 
 
+def test_bad_questions_files_are_named_errors(docs, tmp_path):
+    """A questions file that is not JSON, breaks the schema, repeats a case or asks about a case the
+    dataset lacks is a ValueError naming the file or the case, never a KeyError deep inside."""
+    import json
+
+    from orchard_eval.questions.commands import oracle_answers, read_questions
+
+    ds, d = docs
+    cid, doc = sorted(d.items())[0]
+
+    def write(rel, text):
+        f = tmp_path / rel / "questions.json"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+        return f
+
+    good = write("a/" + cid, json.dumps(doc))
+    assert read_questions(str(tmp_path / "a")) == {cid: doc}
+    bad = write("b/x", "{not json")
+    with pytest.raises(ValueError, match="b/x/questions.json: not readable JSON"):
+        read_questions(str(tmp_path / "b"))
+    bad.write_text(json.dumps({**doc, "questions": [{"id": "q0"}]}))
+    with pytest.raises(ValueError, match=r"not a questions document: questions\.0: 'kind' is a required"):
+        read_questions(str(tmp_path / "b"))
+    write("c/one", json.dumps(doc))
+    write("c/two", json.dumps(doc))
+    with pytest.raises(ValueError, match=f"case {cid} is also asked in"):
+        read_questions(str(tmp_path / "c"))
+    write("e/x", json.dumps({**doc, "case_id": "Nowhere/000000"}))
+    with pytest.raises(ValueError, match="1 case\\(s\\) not in .*: Nowhere/000000"):
+        oracle_answers(str(ds.root), read_questions(str(tmp_path / "e")))
+    assert good.is_file()
+
+
 def test_vlm_answerer_against_a_loopback_endpoint(docs, tmp_path, monkeypatch):
     """`questions ask`: the prior, the question and its frames reach the endpoint (never the truth);
     an endpoint that knows the truth scores 1, one that says yes to everything 0.5, an unclear reply

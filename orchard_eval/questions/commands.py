@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..atomic import write_json_atomic
-from ..cases import load_dataset
+from ..cases import load_dataset, schema_errors
 from .answer import answer_questions
 from .generate import generate_questions
 from .score import score_answers
@@ -22,10 +22,24 @@ def generate_all(cases: str, out: str) -> dict[str, dict]:
 
 
 def read_questions(qdir: str) -> dict[str, dict]:
-    docs = {}
+    """Every questions.json under `qdir` (case id -> document), each checked against
+    schemas/questions.schema.json: a file that is not JSON, breaks the schema or repeats another's
+    case id is a ValueError naming the file (and the field)."""
+    docs: dict[str, dict] = {}
+    source: dict[str, Path] = {}
     for p in sorted(Path(qdir).rglob("questions.json")):
-        doc = json.loads(p.read_text(encoding="utf-8"))
-        docs[doc["case_id"]] = doc
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{p}: not readable JSON: {exc}") from exc
+        errors = schema_errors(doc, "questions.schema.json")
+        if errors:
+            more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+            raise ValueError(f"{p}: not a questions document: {'; '.join(errors[:3])}{more}")
+        cid = doc["case_id"]
+        if cid in docs:
+            raise ValueError(f"{p}: case {cid} is also asked in {source[cid]}")
+        docs[cid], source[cid] = doc, p
     if not docs:
         raise ValueError(f"{qdir}: no questions.json found (run 'orchard-eval questions generate' first)")
     return docs
@@ -33,6 +47,9 @@ def read_questions(qdir: str) -> dict[str, dict]:
 
 def oracle_answers(cases: str, docs: dict[str, dict]) -> dict[str, dict]:
     ds = load_dataset(cases, strict=True)
+    unknown = sorted(set(docs) - set(ds.cases))
+    if unknown:
+        raise ValueError(f"questions for {len(unknown)} case(s) not in {cases}: {', '.join(unknown[:5])}")
     return {cid: answer_questions(doc, ds.cases[cid].object_tracks(), ds.cases[cid].events or ())
             for cid, doc in docs.items()}
 

@@ -71,6 +71,7 @@ class ObjectInfo:
     material: str | None = None
     mass: float | None = None
     size: tuple[tuple[str, float], ...] = ()   # primitive dimensions in metres, e.g. (("radius", 0.05),)
+    rest_pose: str | None = None   # how it rests on a support: "upright", "side" (a lying cylinder), "any"
 
 
 @dataclass(frozen=True)

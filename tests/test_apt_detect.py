@@ -131,3 +131,39 @@ def test_a_loop_a_ramp_and_a_frozen_answer():
     frozen = ObjectTracks(ts[:20], {"ball": np.concatenate([P[:12], np.repeat(P[11:12], 8, 0)])},
                           {"ball": np.zeros((20, 3))})
     assert "sliding_arrest" not in {d.type for d in detect_transitions(case, frozen)}
+
+
+def test_resting_heights_a_slow_body_and_the_sample_before_a_bounce():
+    from orchard_eval.apt.detect import half_extent
+
+    # the tracked centre is the centre of mass: a cone's sits a quarter of its height above its
+    # base, a lying cylinder's its radius above the ground
+    assert half_extent(ObjectInfo("c", 1, "cone", size=(("height", 0.2), ("radius", 0.1)))) == 0.05
+    assert half_extent(ObjectInfo("y", 1, "cylinder", size=(("height", 0.3), ("radius", 0.04)),
+                                  rest_pose="side")) == 0.04
+    assert half_extent(ObjectInfo("y", 1, "cylinder", size=(("height", 0.3), ("radius", 0.04)))) == 0.15
+    ball = ObjectInfo("ball", 1, "sphere", size=(("radius", R),))
+    case = _case([ball])
+    # a body gliding at 0.1 m/s, sampled twice one frame apart (4 mm: within the tolerance) among
+    # samples far apart: it never rests, so it neither stops nor starts
+    ts = np.array([0, 8, 13, 21, 22, 30, 40]) / FPS
+    P = np.stack([0.1 * ts, 0 * ts, R + 0 * ts], 1)
+    glide = ObjectTracks(ts, {"ball": P}, {"ball": np.tile([0.1, 0, 0], (ts.size, 1))})
+    assert detect_transitions(case, glide) == []
+    # a sample taken 4 ms before the impact, then four on the rise after the bounce: that sample
+    # belongs to the fall (the slack given to re-timed answers would let one parabola run through
+    # both sides of the bounce), and the rise's apex lies before its last sample
+    v_in = np.sqrt(9.0 + 2 * G * (0.5 - R))
+    t_land, v_up = (3.0 + v_in) / G, 0.6 * v_in
+    t_apex2 = t_land + v_up / G
+
+    def z(t):
+        return np.where(t <= t_land, 0.5 + 3.0 * t - G * t ** 2 / 2,
+                        R + v_up * (t - t_land) - G * (t - t_land) ** 2 / 2)
+
+    ts = np.array([0.0, 0.3, 0.5, t_land - 0.004] + [t_land + d for d in (0.06, 0.14, 0.22, 0.3)])
+    assert ts[-2] < t_apex2 < ts[-1]
+    P = np.stack([0 * ts, 0 * ts, z(ts)], 1)
+    det = detect_transitions(case, ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)}))
+    apexes = [d.t for d in det if d.type == "projectile_apex"]
+    assert len(apexes) == 2 and abs(apexes[1] - t_apex2) < 0.02, det

@@ -9,7 +9,8 @@ from geometry and the camera:
 
 * `position_tolerance` — a located centre is trusted to PIX_TOL pixels, i.e. to that many pixels'
   worth of metres at the body's distance from the camera (5 mm without a camera);
-* a body is on the floor when its centre is within that tolerance of its vertical half-extent;
+* a body is on the floor when its centre is within that tolerance of its resting height (`half_extent`:
+  its centre of mass above the support; a cone's is a quarter of its height);
 * two bodies touch when their centres are within the sum of their radii plus both tolerances;
 * a body is still over an interval when it moves less than the tolerance plus V_EPS × the interval.
 
@@ -20,7 +21,8 @@ Rules:
   horizontal acceleration ≤ H_RATIO of it, residuals within 1.5 tolerances (first with exact frame
   times, then with JITTER_FRAMES of timing slack: re-timed answers), the parabola above the floor
   at its samples; one repeated frame (a stutter) may be left out, and samples before it (a
-  support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay out of it. `projectile_apex`: the vertex of a flight's parabola when it
+  support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay out of it; a cut
+  sample that the flight before, fitted without it, reaches the floor after is that flight's. `projectile_apex`: the vertex of a flight's parabola when it
   lies inside the flight and the flight has at least four samples (three points fit any curve:
   the top of a loop looks like an apex at three samples) or three that rise from a detected
   landing. `landing` (+ `elastic_rebound` when it rises again, `settling` when it stays down and
@@ -39,7 +41,9 @@ Rules:
 * friction — `static_breakaway`: a body that was still moves off without flying, or one that starts
   from rest at t = 0 (its distance grows as t², not t) along a straight line (a body released on a
   curved track swings); `sliding_arrest`: a moving body decelerates into a rest (one that stops
-  dead is a frozen answer). A single still interval between opposite motions is a turning point.
+  dead is a frozen answer). A single still interval between opposite motions is a turning point,
+  and one too short to tell rest from motion (a body at V_EPS moves less than the tolerance in it)
+  is no rest.
   Neither, nor a surface transition, is reported beside a contact, landing or onset of the same
   body (a struck body's start is the contact's).
 
@@ -63,8 +67,14 @@ KINK_DEG = 8.0  # °: a bend of the path at least this sharp between straight st
 
 
 def half_extent(o: ObjectInfo) -> float:
-    """Vertical half-extent of a body at rest in its usual pose (metres); 0 when unknown."""
+    """Height of a body's tracked centre (its centre of mass) above the support it rests on in its
+    usual pose (metres); 0 when unknown. A cone's centre of mass is a quarter of its height above
+    its base, a lying cylinder's centre its radius above the ground."""
     s = dict(o.size)
+    if o.shape == "cone" and "height" in s:
+        return float(s["height"]) / 4
+    if o.shape == "cylinder" and o.rest_pose == "side" and "radius" in s:
+        return float(s["radius"])
     if "height" in s:
         return float(s["height"]) / 2
     for k in ("radius", "half_z", "half_height"):
@@ -172,7 +182,9 @@ def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter
             for i in range(a, b - length + 2):
                 j = i + length - 1
                 f = Flight(t, P, i, j, tol, jit)
-                if f.ok and np.all(np.polyval(f.cz, t[i:j + 1] - f.t0) >= floor_z - tol):
+                # (a sample on the floor is a contact: the parabola may meet it there)
+                z_fit = np.polyval(f.cz, t[i:j + 1] - f.t0)
+                if f.ok and np.all((z_fit >= floor_z - tol) | (P[i:j + 1, 2] - floor_z <= tol)):
                     return f
     return None
 
@@ -220,15 +232,25 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
     bounds = sorted(set([0, n - 1] + cuts))
     flights: list[Flight] = []
     for a, b in zip(bounds[:-1], bounds[1:]):
-        f = _fit_flight(t, P, a, b, tol, jitter, h)
-        if f is not None and f.i > a:
+        # a cut sample above the floor that the flight before, fitted without it, reaches the floor
+        # after belongs to that flight (it was taken on the way down): the next flight starts after
+        # it, even where the slack would let a parabola through both sides of the bounce
+        prev = flights[-1] if flights else None
+        lo = a
+        if prev is not None and prev.j == a and not floor[a] and a - prev.i >= 3 and b - a >= 3:
+            before = Flight(t, P, prev.i, a - 1, tol, jitter)
+            t_down = before.reaches(h, last=True) if before.ok else None
+            if t_down is not None and t_down > t[a] + 1e-9:
+                lo = a + 1
+        f = _fit_flight(t, P, lo, b, tol, jitter, h)
+        if f is not None and f.i > lo:
             # it flew off a support: a level first interval is still the support (the body rolls to
             # the edge, a parabola through both samples would put its vertex between them)
             while f is not None and f.n >= 4 and abs(z[f.i + 1] - z[f.i]) <= tol:
                 g = Flight(t, P, f.i + 1, f.j, tol, jitter)
                 f = g if g.ok else None
             if f is None:
-                f = _fit_flight(t, P, a, b, tol, jitter, h)
+                f = _fit_flight(t, P, lo, b, tol, jitter, h)
         if f is not None:
             # it took off from a support when it leaves out two samples or more before it (a
             # bounce cuts one), or the clip's first sample resting or moving level
@@ -300,12 +322,14 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
         # (a turn of 90° or more is a reversal — a collision, a bounce off a wall — not a new surface)
         if KINK_DEG <= _angle(d[0], d[1]) < 90 and _angle(d[1], d[2]) < KINK_DEG / 2:
             ev("surface_transition", t[k])
-    # a single still interval between two motions in opposite directions is a turning point (a
-    # swing, a body rolling back), not a rest
+    # a single still interval between two motions is no rest when they go opposite ways (a turning
+    # point: a swing, a body rolling back), nor when it is too short to tell rest from motion (a body
+    # at V_EPS covers less than the tolerance in it: two samples a frame apart on a slow body)
     turn = np.zeros(max(n - 1, 0), bool)
     for k in range(1, n - 2):
         if still[k] and not still[k - 1] and not still[k + 1]:
-            turn[k] = float(np.dot(P[k] - P[k - 1], P[k + 2] - P[k + 1])) < 0
+            turn[k] = (float(np.dot(P[k] - P[k - 1], P[k + 2] - P[k + 1])) < 0
+                       or V_EPS * (t[k + 1] - t[k]) < tol)
     still = still & ~turn
     for k in range(1, n - 1):
         if still[k - 1] and not still[k] and not in_flight[k + 1]:

@@ -214,7 +214,8 @@ def read_case(case_dir: str | Path, case_id: str | None = None, strict: bool = T
 
     objects = tuple(ObjectInfo(id=o["id"], instance_id=int(o["instance_id"]), shape=o.get("shape"),
                                material=o.get("material"), mass=float(o["mass"]),
-                               size=tuple(sorted((str(k), float(v)) for k, v in o.get("size", {}).items())))
+                               size=tuple(sorted((str(k), float(v)) for k, v in o.get("size", {}).items())),
+                               rest_pose=o.get("rest_pose"))
                     for o in doc["objects"])
     if len({o.instance_id for o in objects}) != len(objects):
         raise CaseFormatError(f"{case_dir / 'case.json'}: instance ids are not unique")

@@ -22,10 +22,10 @@ Rules:
   times, then with JITTER_FRAMES of timing slack: re-timed answers), the parabola above the floor
   at its samples; one repeated frame (a stutter) may be left out, and samples before it (a
   support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay out of it; a cut
-  sample that the flight before, fitted without it, reaches the floor after is that flight's. `projectile_apex`: the vertex of a flight's parabola when it
-  lies inside the flight and the flight has at least four samples (three points fit any curve:
-  the top of a loop looks like an apex at three samples) or three that rise from a detected
-  landing. `landing` (+ `elastic_rebound` when it rises again, `settling` when it stays down and
+  sample that the flight before, fitted without it, reaches the floor after is that flight's.
+  `projectile_apex`: the vertex of a flight's parabola when it lies inside the flight and the
+  flight has at least four samples (three points fit any curve: the top of a loop looks like an
+  apex at three samples) or three that rise from a detected landing. `landing` (+ `elastic_rebound` when it rises again, `settling` when it stays down and
   still for two samples or more): where the parabola meets the floor. `free_fall_onset`: a flight
   that starts at t = 0, or that takes off from a support (two samples or more left out before it,
   or a level start), then also `contact_break`: at the vertex off a level support, at the
@@ -182,9 +182,7 @@ def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter
             for i in range(a, b - length + 2):
                 j = i + length - 1
                 f = Flight(t, P, i, j, tol, jit)
-                # (a sample on the floor is a contact: the parabola may meet it there)
-                z_fit = np.polyval(f.cz, t[i:j + 1] - f.t0)
-                if f.ok and np.all((z_fit >= floor_z - tol) | (P[i:j + 1, 2] - floor_z <= tol)):
+                if f.ok and np.all(np.polyval(f.cz, t[i:j + 1] - f.t0) >= floor_z - tol):
                     return f
     return None
 

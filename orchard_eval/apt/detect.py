@@ -21,15 +21,20 @@ Rules:
   horizontal acceleration ≤ H_RATIO of it, residuals within 1.5 tolerances (first with exact frame
   times, then with JITTER_FRAMES of timing slack: re-timed answers), the parabola above the floor
   at its samples; one repeated frame (a stutter) may be left out, and samples before it (a
-  support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay out of it; a cut
-  sample that the flight before, fitted without it, reaches the floor after is that flight's.
-  `projectile_apex`: the vertex of a flight's parabola when it lies inside the flight and the
+  support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay out of it. A cut
+  sample goes to the flight on its side of the bounce: the flight before keeps it when, fitted
+  without it, that flight reaches the floor after it; the flight after gets it when the flight
+  before, fitted without it on four samples or more, reaches the floor before it. Off a support,
+  a first interval that is level or runs on along the support's line is still the support.
+  `projectile_apex`: the vertex of a flight's parabola when it lies inside the flight (after its
+  start by more than the vertex time is known: a body released from rest has none) and the
   flight has at least four samples (three points fit any curve: the top of a loop looks like an
-  apex at three samples) or three that rise from a detected landing. `landing` (+ `elastic_rebound` when it rises again, `settling` when it stays down and
-  still for two samples or more): where the parabola meets the floor. `free_fall_onset`: a flight
-  that starts at t = 0, or that takes off from a support (two samples or more left out before it,
-  or a level start), then also `contact_break`: at the vertex off a level support, at the
-  flight's first sample off a slope.
+  apex at three samples) or three that rise from a detected landing (a first sample taken just
+  before that landing is replaced by the landing point). `landing` (+ `elastic_rebound` when it
+  rises again, `settling` when it stays down and still for two samples or more): where the
+  parabola meets the floor. `free_fall_onset`: a flight that starts at t = 0, or that takes off
+  from a support (two samples or more left out before it, or a level start), then also
+  `contact_break`: at the vertex off a level support, at the flight's first sample off a slope.
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
   distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
   retreat after the contact; `inelastic_capture`: they stay in contact to the end; a collision
@@ -194,6 +199,20 @@ def _angle(u: np.ndarray, v: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(np.dot(u, v) / (nu * nv), -1.0, 1.0))))
 
 
+def _runs_on(P: np.ndarray, i: int, tol: float) -> bool:
+    """Whether sample i + 1 lies on the straight line through samples i − 1 and i (within the
+    tolerance), that interval being longer than the tolerance: the motion into sample i goes on
+    along one line."""
+    if i < 1 or i + 1 >= len(P):
+        return False
+    u = P[i] - P[i - 1]
+    nu = float(np.linalg.norm(u))
+    if nu <= tol:
+        return False
+    w = P[i + 1] - P[i]
+    return float(np.linalg.norm(w - np.dot(w, u) / nu ** 2 * u)) <= tol and float(np.dot(w, u)) > 0
+
+
 def _clamp(x: float | None, lo: float, hi: float, default: float) -> float:
     if x is None or not np.isfinite(x):
         return default
@@ -240,15 +259,25 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
             t_down = before.reaches(h, last=True) if before.ok else None
             if t_down is not None and t_down > t[a] + 1e-9:
                 lo = a + 1
-        f = _fit_flight(t, P, lo, b, tol, jitter, h)
+        # and a cut sample that the flight, fitted without it on four samples or more, reaches the
+        # floor before was taken on the way up: it belongs to the flight after (with three left, the
+        # sample may as well be the bounce itself, and the flight's apex needs the fourth)
+        hi = b
+        if b < n - 1 and not floor[b] and b - lo >= 4:
+            before = Flight(t, P, lo, b - 1, tol, jitter)
+            t_down = before.reaches(h, last=True) if before.ok else None
+            if t_down is not None and t_down < t[b] - 1e-9:
+                hi = b - 1
+        f = _fit_flight(t, P, lo, hi, tol, jitter, h)
         if f is not None and f.i > lo:
-            # it flew off a support: a level first interval is still the support (the body rolls to
-            # the edge, a parabola through both samples would put its vertex between them)
-            while f is not None and f.n >= 4 and abs(z[f.i + 1] - z[f.i]) <= tol:
+            # it flew off a support: a first interval that is level, or that runs on along the
+            # support's straight line, is still the support (the body rolls to the edge; a parabola
+            # through both samples would put its vertex between them, or its take-off a sample early)
+            while f is not None and f.n >= 4 and (abs(z[f.i + 1] - z[f.i]) <= tol or _runs_on(P, f.i, tol)):
                 g = Flight(t, P, f.i + 1, f.j, tol, jitter)
                 f = g if g.ok else None
             if f is None:
-                f = _fit_flight(t, P, lo, b, tol, jitter, h)
+                f = _fit_flight(t, P, lo, hi, tol, jitter, h)
         if f is not None:
             # it took off from a support when it leaves out two samples or more before it (a
             # bounce cuts one), or the clip's first sample resting or moving level
@@ -272,9 +301,21 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
                 ev("contact_break", t_on)
         # apex inside the flight, seen from at least four samples, or from three when the flight
         # rises from a landing detected at its first sample (the bounce vouches for the flight)
-        v = f.vertex()
+        v, start, az = f.vertex(), t[i], 2 * float(f.cz[0])
         rises = any((t[i - 1] if i > 0 else -1.0) < x <= t[i] + 1e-9 for x in landings)
-        if (f.n >= 4 or (f.n == 3 and rises)) and t[i] + 1e-6 < v < t[j] - 1e-6:
+        bounce = next((x for x in landings if t[i] + 1e-9 < x < t[i + 1]), None) if f.n == 3 else None
+        if bounce is not None:
+            # its first sample was taken just before a bounce detected between it and the next: the
+            # flight rises from the landing point, not from that sample
+            c = np.polyfit([bounce, t[i + 1], t[i + 2]], [h, z[i + 1], z[i + 2]], 2)
+            if 2 * c[0] <= -A_MIN:
+                v, start, rises, az = float(-c[1] / (2 * c[0])), bounce, True, 2 * float(c[0])
+        # the vertex's time is known to about 2 tol / (|a_z| · the flight's span) (a fitted parabola's
+        # slope at its end is known to about two tolerances over its span): one nearer the start
+        # than that is no apex (a body released from rest has its vertex at its start, and a located
+        # one may put it a hair after)
+        lead = 2 * tol / (abs(az) * (t[j] - start))
+        if (f.n >= 4 or (f.n == 3 and rises)) and start + lead < v < t[j] - 1e-6:
             ev("projectile_apex", v)
         # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
         # the next-but-one: the sample after it may already be on the way up)

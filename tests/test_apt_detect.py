@@ -223,3 +223,17 @@ def test_a_drop_from_rest_located_a_little_off_has_no_apex():
     P = np.stack([0 * ts, 0 * ts, 1.5 + 0.3 * ts - G / 2 * ts ** 2], 1)
     det = detect_transitions(case, ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)}))
     assert [d.type for d in det] == ["free_fall_onset", "projectile_apex"] and abs(det[1].t - 0.3 / G) < 1e-6
+
+
+def test_a_re_timed_flight_is_fitted_whole_with_its_frame_0():
+    # thrown up at 1 m/s and shown 1.4 × faster with repeated and skipped frames (answer frame k shows
+    # the motion at round(1.4 k) frames): only the timing slack fits all five samples, while exact
+    # times fit the four after frame 0 — the longer run wins, so the launch at t = 0 and the apex
+    # (at 1 / g / 1.4 s in the answer's time) are both found
+    case = _case([ObjectInfo("ball", 1, "sphere", size=(("radius", R),))])
+    k = np.array([0, 4, 6, 9, 11])
+    ts, tau = k / FPS, np.round(1.4 * k) / FPS
+    P = np.stack([0.9 * tau, 0 * tau, 1.0 + 1.0 * tau - G / 2 * tau ** 2], 1)
+    det = detect_transitions(case, ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)}))
+    got = {d.type: d.t for d in det}
+    assert got.get("free_fall_onset") == 0.0 and abs(got["projectile_apex"] - 1.0 / G / 1.4) < 0.03, det

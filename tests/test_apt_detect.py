@@ -228,8 +228,8 @@ def test_a_drop_from_rest_located_a_little_off_has_no_apex():
 def test_a_re_timed_flight_is_fitted_whole_with_its_frame_0():
     # thrown up at 1 m/s and shown 1.4 × faster with repeated and skipped frames (answer frame k shows
     # the motion at round(1.4 k) frames): only the timing slack fits all five samples, while exact
-    # times fit the four after frame 0 — the longer run wins, so the launch at t = 0 and the apex
-    # (at 1 / g / 1.4 s in the answer's time) are both found
+    # times fit the four after frame 0 — frame 0's time is exact, so the longer run from it wins and
+    # the launch at t = 0 and the apex (at 1 / g / 1.4 s in the answer's time) are both found
     case = _case([ObjectInfo("ball", 1, "sphere", size=(("radius", R),))])
     k = np.array([0, 4, 6, 9, 11])
     ts, tau = k / FPS, np.round(1.4 * k) / FPS

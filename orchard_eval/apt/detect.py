@@ -19,10 +19,10 @@ Rules:
 * gravity — a *flight* is the longest run of samples between floor contacts (and local minima of
   the height: a bounce between samples) that a parabola fits: downward acceleration ≥ A_MIN,
   horizontal acceleration ≤ H_RATIO of it, residuals within 1.5 tolerances (first with exact frame
-  times, then with JITTER_FRAMES of timing slack: re-timed answers; the longest such run wins), the
-  parabola above the floor at its samples; one repeated frame (a stutter) may be left out, and
-  samples before it (a support, a ramp) or after it (a bounce the cut missed, a frozen answer) stay
-  out of it. A cut sample goes to the flight on its side of the bounce: the flight before keeps it
+  times, then with JITTER_FRAMES of timing slack: re-timed answers; a longer run from frame 0 that
+  only the slack fits wins), the parabola above the floor at its samples; one repeated frame (a
+  stutter) may be left out, and samples before it (a support, a ramp) or after it (a bounce the cut
+  missed, a frozen answer) stay out of it. A cut sample goes to the flight on its side of the bounce: the flight before keeps it
   when, fitted without it, that flight reaches the floor after it; the flight after gets it when
   the flight before, fitted without it on four samples or more, reaches the floor before it. Off a
   support, a first interval that is level or runs on along the support's line is still the support.
@@ -178,19 +178,29 @@ def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter
     length) that a parabola fits, and whose parabola stays above the floor at its samples (a body
     does not fly through the floor). What it leaves out at the start is how the body moved before
     it flew (on a support, a ramp; or the cut sample belongs to the flight before); at the end, a
-    bounce just before the cut sample, or an answer that froze. Each length is tried first with
-    exact frame times, then allowing `jitter` (an answer whose frames show their content a little
-    early or late, e.g. re-timed): of two runs of one length the slack would otherwise prefer one
-    that swallows the sample before a take-off or after a bounce, while a longer run that only the
-    slack fits is a re-timed flight seen whole (its first sample, frame 0, included)."""
-    for length in range(b - a + 1, 2, -1):
-        for jit in ((0.0, jitter) if jitter > 0 else (0.0,)):
-            for i in range(a, b - length + 2):
+    bounce just before the cut sample, or an answer that froze. Tried first with exact frame
+    times, then allowing `jitter` (an answer whose frames show their content a little early or
+    late, e.g. re-timed): the slack would otherwise let a flight swallow the sample before a
+    take-off or after a bounce. Frame 0 is the exception: its time is exact in any answer and
+    nothing before it can take off, so where the exact fit leaves it out, a longer run from it
+    that the slack fits is the flight (a re-timed launch)."""
+    def longest(jit: float, from_a: bool = False) -> Flight | None:
+        for length in range(b - a + 1, 2, -1):
+            for i in ([a] if from_a else range(a, b - length + 2)):
                 j = i + length - 1
                 f = Flight(t, P, i, j, tol, jit)
                 if f.ok and np.all(np.polyval(f.cz, t[i:j + 1] - f.t0) >= floor_z - tol):
                     return f
-    return None
+        return None
+
+    f = longest(0.0)
+    if jitter > 0:
+        if f is None:
+            f = longest(jitter)
+        elif f.i > a and t[a] <= 1e-9:
+            g = longest(jitter, from_a=True)
+            f = g if g is not None and g.n > f.n else f
+    return f
 
 
 def _angle(u: np.ndarray, v: np.ndarray) -> float:

@@ -86,6 +86,27 @@ def test_head_on_collision_gives_contact_rebound_break_and_a_captured_pair_gives
     assert [d.type for d in det2 if d.domain == "contact"] == ["contact_init", "inelastic_capture"]
 
 
+def _analytic_bounce():
+    """The motion of `_bounce` in closed form: z(t) over the first impact and the rise after it, the
+    impact time and the second apex's time."""
+    v_in = np.sqrt(9.0 + 2 * G * (0.5 - R))
+    t_land, v_up = (3.0 + v_in) / G, 0.6 * v_in
+
+    def z(t):
+        return np.where(t <= t_land, 0.5 + 3.0 * t - G * t ** 2 / 2,
+                        R + v_up * (t - t_land) - G * (t - t_land) ** 2 / 2)
+    return z, t_land, t_land + v_up / G
+
+
+def _assert_second_apex(case, ts) -> None:
+    """The analytic bounce sampled at `ts`: both apexes are found, the second within 20 ms."""
+    z, _, t_apex2 = _analytic_bounce()
+    P = np.stack([0 * ts, 0 * ts, z(ts)], 1)
+    det = detect_transitions(case, ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)}))
+    apexes = [d.t for d in det if d.type == "projectile_apex"]
+    assert len(apexes) == 2 and abs(apexes[1] - t_apex2) < 0.02, det
+
+
 def _sparse(tr: ObjectTracks, ts) -> ObjectTracks:
     """The tracks at a few uneven times, as the run samples an answer (T_c and frame 0)."""
     ts = np.asarray(ts, float)
@@ -153,20 +174,10 @@ def test_resting_heights_a_slow_body_and_the_sample_before_a_bounce():
     # a sample taken 4 ms before the impact, then four on the rise after the bounce: that sample
     # belongs to the fall (the slack given to re-timed answers would let one parabola run through
     # both sides of the bounce), and the rise's apex lies before its last sample
-    v_in = np.sqrt(9.0 + 2 * G * (0.5 - R))
-    t_land, v_up = (3.0 + v_in) / G, 0.6 * v_in
-    t_apex2 = t_land + v_up / G
-
-    def z(t):
-        return np.where(t <= t_land, 0.5 + 3.0 * t - G * t ** 2 / 2,
-                        R + v_up * (t - t_land) - G * (t - t_land) ** 2 / 2)
-
+    _, t_land, t_apex2 = _analytic_bounce()
     ts = np.array([0.0, 0.3, 0.5, t_land - 0.004] + [t_land + d for d in (0.06, 0.14, 0.22, 0.3)])
     assert ts[-2] < t_apex2 < ts[-1]
-    P = np.stack([0 * ts, 0 * ts, z(ts)], 1)
-    det = detect_transitions(case, ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)}))
-    apexes = [d.t for d in det if d.type == "projectile_apex"]
-    assert len(apexes) == 2 and abs(apexes[1] - t_apex2) < 0.02, det
+    _assert_second_apex(case, ts)
 
 
 def test_take_off_from_a_ramp_and_a_rise_seen_from_a_sample_before_its_bounce():
@@ -194,19 +205,8 @@ def test_take_off_from_a_ramp_and_a_rise_seen_from_a_sample_before_its_bounce():
     assert len(onset) == 1 and abs(onset[0] - t_e) < 0.1, det
     # a bounce between a sample taken 5 ms before it and two samples of the rise after it: the
     # rise's apex is read from the landing point and those two, not through the sample before
-    v_in = np.sqrt(9.0 + 2 * G * (0.5 - R))
-    t_land, v_up = (3.0 + v_in) / G, 0.6 * v_in
-    t_apex2 = t_land + v_up / G
-
-    def z(t):
-        return np.where(t <= t_land, 0.5 + 3.0 * t - G * t ** 2 / 2,
-                        R + v_up * (t - t_land) - G * (t - t_land) ** 2 / 2)
-
-    ts = np.array([0.0, 0.2, 0.4, 0.55, t_land - 0.005, t_land + 0.15, t_land + 0.35])
-    P = np.stack([0 * ts, 0 * ts, z(ts)], 1)
-    det = detect_transitions(case, ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)}))
-    apexes = [d.t for d in det if d.type == "projectile_apex"]
-    assert len(apexes) == 2 and abs(apexes[1] - t_apex2) < 0.02, det
+    _, t_land, _ = _analytic_bounce()
+    _assert_second_apex(case, np.array([0.0, 0.2, 0.4, 0.55, t_land - 0.005, t_land + 0.15, t_land + 0.35]))
 
 
 def test_a_drop_from_rest_located_a_little_off_has_no_apex():

@@ -22,10 +22,11 @@ Rules:
   times, then with JITTER_FRAMES of timing slack: re-timed answers; a longer run from frame 0 that
   only the slack fits wins), the parabola above the floor at its samples; one repeated frame (a
   stutter) may be left out, and samples before it (a support, a ramp) or after it (a bounce the cut
-  missed, a frozen answer) stay out of it. A cut sample goes to the flight on its side of the bounce: the flight before keeps it
-  when, fitted without it, that flight reaches the floor after it; the flight after gets it when
-  the flight before, fitted without it on four samples or more, reaches the floor before it. Off a
-  support, a first interval that is level or runs on along the support's line is still the support.
+  missed, a frozen answer) stay out of it. A cut sample goes to the flight on its side of the
+  bounce: the flight before keeps it when, fitted without it, that flight reaches the floor after
+  it; the flight after gets it when the flight before, fitted without it on four samples or more,
+  reaches the floor before it. Off a support, a first interval that is level or runs on along the
+  support's line is still the support.
   `projectile_apex`: the vertex of a flight's parabola when it lies inside the flight (after its
   start by more than the vertex time is known: a body released from rest has none) and the
   flight has at least four samples (three points fit any curve: the top of a loop looks like an
@@ -210,6 +211,13 @@ def _angle(u: np.ndarray, v: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(np.dot(u, v) / (nu * nv), -1.0, 1.0))))
 
 
+def _lands(t: np.ndarray, P: np.ndarray, i: int, j: int, tol: float, jitter: float, floor_z: float
+           ) -> float | None:
+    """When the flight fitted to samples i … j comes down to the floor (None: they are no flight)."""
+    f = Flight(t, P, i, j, tol, jitter)
+    return f.reaches(floor_z, last=True) if f.ok else None
+
+
 def _runs_on(P: np.ndarray, i: int, tol: float) -> bool:
     """Whether sample i + 1 lies on the straight line through samples i − 1 and i (within the
     tolerance), that interval being longer than the tolerance: the motion into sample i goes on
@@ -266,8 +274,7 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
         prev = flights[-1] if flights else None
         lo = a
         if prev is not None and prev.j == a and not floor[a] and a - prev.i >= 3 and b - a >= 3:
-            before = Flight(t, P, prev.i, a - 1, tol, jitter)
-            t_down = before.reaches(h, last=True) if before.ok else None
+            t_down = _lands(t, P, prev.i, a - 1, tol, jitter, h)
             if t_down is not None and t_down > t[a] + 1e-9:
                 lo = a + 1
         # and a cut sample that the flight, fitted without it on four samples or more, reaches the
@@ -275,8 +282,7 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
         # sample may as well be the bounce itself, and the flight's apex needs the fourth)
         hi = b
         if b < n - 1 and not floor[b] and b - lo >= 4:
-            before = Flight(t, P, lo, b - 1, tol, jitter)
-            t_down = before.reaches(h, last=True) if before.ok else None
+            t_down = _lands(t, P, lo, b - 1, tol, jitter, h)
             if t_down is not None and t_down < t[b] - 1e-9:
                 hi = b - 1
         f = _fit_flight(t, P, lo, hi, tol, jitter, h)

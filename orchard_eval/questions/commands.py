@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..atomic import write_json_atomic
-from ..cases import load_dataset, schema_errors
+from ..cases import load_dataset, read_json_file, schema_errors
 from .answer import answer_questions
 from .generate import generate_questions
 from .score import score_answers
@@ -28,10 +28,7 @@ def read_questions(qdir: str) -> dict[str, dict]:
     docs: dict[str, dict] = {}
     source: dict[str, Path] = {}
     for p in sorted(Path(qdir).rglob("questions.json")):
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{p}: not readable JSON: {exc}") from exc
+        doc = read_json_file(p)
         errors = schema_errors(doc, "questions.schema.json")
         if errors:
             more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""

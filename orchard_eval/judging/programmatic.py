@@ -1006,7 +1006,7 @@ class ProgrammaticJudge:
             raw &= ~ME.dilate(pt["ink"], 4)
         from ..segment.classical import clean_mask
 
-        raw = clean_mask(raw)
+        raw = clean_mask(raw, open_edges=False)
         extra = float(raw.sum()) / max(1.0, float(obj_union.sum()))
         # object-sized blobs beyond the reference's: an extra object next to a real one is absorbed
         # by that object's segment, but it is one more blob than the reference has
@@ -1014,8 +1014,8 @@ class ProgrammaticJudge:
         floor = 0.3 * min(sizes) if sizes else 1
         away = ~ME.dilate(pt["ink"], 4) if pt is not None else np.ones(ref.shape[:2], bool)
         # counted on the reference by the same rule (an input label over an object splits both alike)
-        ref_blobs = R.get("pg_blobs", lambda: _blobs(clean_mask(ME.ink(ref) & away), floor))   # once per case
-        surplus = max(0, _blobs(clean_mask(ME.ink(ans) & away), floor) - ref_blobs)
+        ref_blobs = R.get("pg_blobs", lambda: _blobs(clean_mask(ME.ink(ref) & away, open_edges=False), floor))   # once per case
+        surplus = max(0, _blobs(clean_mask(ME.ink(ans) & away, open_edges=False), floor) - ref_blobs)
         extra = max(extra, surplus / n)
         scores["objects_only_from_gt"] = (found / n) * ME.ramp(extra, 0.05, 0.5)
         scores["object_completeness"] = float(np.mean(comp)) if comp else 0.0

@@ -155,11 +155,12 @@ def _kernel(shape: tuple[int, int]) -> int:
 
 
 def clean_mask(fg: np.ndarray, min_area: int | None = None, protect: np.ndarray | None = None,
-               open_edges: bool = False) -> np.ndarray:
+               open_edges: bool = True) -> np.ndarray:
     """Opening, closing, hole filling, and components of at least `min_area` pixels; a component
     next to `protect` (unobservable pixels: the visible part of a body a drawn layer hides) needs
     only PROTECTED_MIN_PX, and with `open_edges` one at the frame's edge too (what is beyond it is
-    not observed either: a body leaving the view)."""
+    not observed either: a body leaving the view). Counting marks rather than segmenting bodies,
+    pass `open_edges=False`: a speck at the edge is no mark."""
     k = _kernel(fg.shape)
     m = fg.astype(np.uint8)
     m = cv2.morphologyEx(m, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
@@ -171,7 +172,7 @@ def clean_mask(fg: np.ndarray, min_area: int | None = None, protect: np.ndarray 
 
 
 def _big_enough(labels: np.ndarray, stats: np.ndarray, min_area: int, protect: np.ndarray | None,
-                open_edges: bool = False) -> np.ndarray:
+                open_edges: bool = True) -> np.ndarray:
     """Per component label: kept (the background label 0 never). A component that touches
     unobservable pixels (`protect`) or, with `open_edges`, the frame's edge is kept from
     PROTECTED_MIN_PX: the rest of it may lie where nothing is observed."""
@@ -280,10 +281,10 @@ def white_foreground(rgb: np.ndarray) -> tuple[np.ndarray, float]:
         near = (cv2.dilate(rough, np.ones((9, 9), np.uint8)) > 0) & ~(cv2.dilate(rough, np.ones((3, 3), np.uint8)) > 0)
         clean_white = not near.any() or float(np.percentile(d[near], 90)) < 0.5
     thr = _robust_threshold(d, WHITE_CLEAN_DE if clean_white else WHITE_FLOOR_DE, background_quantile=40.0)
-    coarse = clean_mask(d > thr, open_edges=True)
+    coarse = clean_mask(d > thr)
     if not clean_white:
-        coarse = clean_mask(half_contrast(coarse, d), open_edges=True)
-    return clean_mask(alpha_refine(coarse, rgb, None), open_edges=True), thr
+        coarse = clean_mask(half_contrast(coarse, d))
+    return clean_mask(alpha_refine(coarse, rgb, None)), thr
 
 
 def learn_shadow_gain(reference: np.ndarray | None, plate: np.ndarray, masks: dict[str, np.ndarray]
@@ -445,7 +446,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     fg = changed_px & ~shadow
     if ignore is not None:
         fg &= ~ignore
-    coarse = clean_mask(fg, protect=ignore, open_edges=True)
+    coarse = clean_mask(fg, protect=ignore)
     # matting against the local background: the plate, darkened where the object's shadow lies
     bg = plate
     if shadow.any():
@@ -456,7 +457,7 @@ def plate_foreground(rgb: np.ndarray, plate: np.ndarray, object_models: list[Col
     refined = alpha_refine(coarse, rgb, bg, chroma_weight=PLATE_CHROMA_WEIGHT)
     if ignore is not None:
         refined &= ~ignore
-    return PlateDifference(clean_mask(refined, protect=ignore, open_edges=True), thr, changed, changed_px, shadow,
+    return PlateDifference(clean_mask(refined, protect=ignore), thr, changed, changed_px, shadow,
                            shadow_like, d > FAINT_FRACTION * thr_map)
 
 
@@ -496,7 +497,7 @@ def convex_completion(mask: np.ndarray, eligible: np.ndarray, min_area: int = 20
 # ---------------------------------------------------------------------------------------------
 def _components(mask: np.ndarray, min_area: int, protect: np.ndarray | None = None) -> list[np.ndarray]:
     n, labels, stats = labelled(mask)
-    keep = _big_enough(labels, stats, min_area, protect, open_edges=True)
+    keep = _big_enough(labels, stats, min_area, protect)
     return [labels == i for i in range(1, n) if keep[i]]
 
 
@@ -875,7 +876,7 @@ class ClassicalSegmenter:
                 gated[fg] = keep
                 if gated.sum() < fg.sum():
                     notes.append(f"{int(fg.sum() - gated.sum())} changed pixels match no object colour (ignored)")
-                fg = clean_mask(gated, protect=ignore, open_edges=True)
+                fg = clean_mask(gated, protect=ignore)
         ids = list(ctx.object_ids)
         masks = {i: np.zeros(fg.shape, bool) for i in ids}
         priors = {}

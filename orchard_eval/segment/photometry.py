@@ -13,6 +13,7 @@ global change, so objects come back to their own colours too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import cv2
 import numpy as np
@@ -42,11 +43,31 @@ class ToneCurve:
         x = np.clip(np.asarray(x, np.float32) / 255.0, 0.0, 1.0)
         return 255.0 * self.a * x ** self.gamma + self.b
 
-    def inverse_lut(self) -> np.ndarray:
-        """(256, 3) uint8: answer level → plate level, per channel (clipped to the curve's range)."""
+    # A curve is fitted once per answer (its frame 0) and applied to every frame of it: its tables,
+    # and the plate's levels pushed through it, are made once (a curve's fields never change).
+    @cached_property
+    def _inverse_table(self) -> np.ndarray:
         y = np.arange(256, dtype=np.float64)[:, None]
         x = ((y - self.b) / (255.0 * self.a)).clip(0.0, 1.0) ** (1.0 / self.gamma)
         return np.clip(np.rint(255.0 * x), 0, 255).astype(np.uint8)
+
+    def inverse_lut(self) -> np.ndarray:
+        """(256, 3) uint8: answer level → plate level, per channel (clipped to the curve's range)."""
+        return self._inverse_table
+
+    def plate_ahead(self, plate: np.ndarray) -> np.ndarray:
+        """`forward(plate)`: the answer levels the curve takes `plate` to (for the last plate asked,
+        kept; a uint8 plate read from a table of the curve's 256 levels: the same values)."""
+        kept = self.__dict__.get("_ahead")
+        if kept is not None and kept[0] is plate:
+            return kept[1]
+        if plate.dtype == np.uint8:
+            table = self.forward(np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1))
+            ahead = np.stack([table[plate[..., c], c] for c in range(3)], axis=-1)
+        else:
+            ahead = self.forward(plate)
+        self.__dict__["_ahead"] = (plate, ahead)
+        return ahead
 
     @property
     def identity(self) -> bool:
@@ -176,11 +197,7 @@ def apply_inverse(answer: np.ndarray, curve: ToneCurve, plate: np.ndarray | None
     for c in range(3):
         out[..., c] = lut[answer[..., c], c]
     if plate is not None:
-        if plate.dtype == np.uint8:     # the curve read from a table of its 256 levels: the same values
-            table = curve.forward(np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1))
-            ahead = np.stack([table[plate[..., c], c] for c in range(3)], axis=-1)
-        else:
-            ahead = curve.forward(plate)
+        ahead = curve.plate_ahead(plate)
         lost = ((answer >= CLIP_HIGH) & (ahead >= CLIP_HIGH)) | ((answer <= CLIP_LOW) & (ahead <= CLIP_LOW))
         out[lost] = plate[lost]
     return out

@@ -490,10 +490,24 @@ def _init_worker(spec: dict[str, Any]) -> None:
     logging.getLogger("orchard_eval").setLevel(logging.ERROR)
 
 
-def _work(task: tuple[str, str, tuple[int, ...]]) -> list[dict[str, Any]]:
+def _work(case_tasks: list[tuple[str, str, tuple[int, ...]]]) -> list[dict[str, Any]]:
     assert _WORKER is not None
-    cid, st, rollouts = task
-    return [_WORKER.score(cid, st, r) for r in rollouts]
+    return [_WORKER.score(cid, st, r) for cid, st, rollouts in case_tasks for r in rollouts]
+
+
+def _pool_tasks(tasks: list[tuple[str, str, tuple[int, ...]]], jobs: int
+                ) -> list[list[tuple[str, str, tuple[int, ...]]]]:
+    """One pool task per case: all its responses share the worker's per-case models (GT frames, scene
+    depth, rigid models, the light, the references' measurements), which a worker keeps for its last
+    few cases only, so a case split over tasks has them computed again. A case is small enough
+    (≤ 5 subtracks × rollouts) not to form a long tail. Fewer cases than 2 × `jobs`: one task per
+    (case, subtrack), Deduction first, so that every worker has work."""
+    by_case: dict[str, list[tuple[str, str, tuple[int, ...]]]] = {}
+    for t in tasks:
+        by_case.setdefault(t[0], []).append(t)
+    if len(by_case) >= 2 * jobs:
+        return list(by_case.values())
+    return [[t] for t in sorted(tasks, key=lambda t: (t[1] != "deduction", t[0], t[1]))]
 
 
 def build_scorer(cases: str, predictions: str, judge: str, judge_options: Mapping[str, Any] | None,
@@ -623,11 +637,8 @@ def _run(opts: RunOptions, out: Path, ds: Dataset, sub: Submission, judge: Judge
             spec = dict(cases=opts.cases, predictions=opts.predictions, judge=opts.judge,
                         judge_options=opts.judge_options, rule=opts.rule, segmenter=opts.segmenter,
                         fuse_transitions=opts.fuse_transitions)
-            # one task per (case, subtrack): its rollouts share the worker's GT frames and objective cache;
-            # Deduction tasks (the slowest) go first so that they do not form the tail
-            small = sorted(tasks, key=lambda t: (t[1] != "deduction", t[0], t[1]))
             with process_pool(opts.jobs, _init_worker, (spec,)) as pool:
-                futures = [pool.submit(_work, t) for t in small]
+                futures = [pool.submit(_work, ts) for ts in _pool_tasks(tasks, opts.jobs)]
                 for fut in as_completed(futures):
                     consume(fut.result())
     finally:

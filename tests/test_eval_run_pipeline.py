@@ -96,6 +96,21 @@ def test_scores_do_not_depend_on_jobs(ds, tmp_path):
     assert sa["aggregate"] == sb["aggregate"]
 
 
+def test_pool_tasks_keep_a_case_on_one_worker_when_there_are_enough_cases():
+    from orchard_eval.run import _pool_tasks
+
+    subs = ["deduction", "perception_text", "formulation_graphic"]
+    tasks = [(f"T/C/{k:06d}", st, (0, 1, 2)) for k in range(5) for st in subs]
+    grouped = _pool_tasks(tasks, jobs=2)
+    # every (case, subtrack, rollouts) exactly once, one pool task per case
+    assert sorted(t for g in grouped for t in g) == sorted(tasks)
+    assert [sorted({t[0] for t in g}) for g in grouped] == [[f"T/C/{k:06d}"] for k in range(5)]
+    # too few cases to keep both workers busy: one task per (case, subtrack), Deduction first
+    few = _pool_tasks(tasks[:6], jobs=2)
+    assert all(len(g) == 1 for g in few) and sorted(g[0] for g in few) == sorted(tasks[:6])
+    assert [g[0][1] for g in few][:2] == ["deduction", "deduction"]
+
+
 def test_resume_after_sigkill(tmp_path):
     ds = _dataset(tmp_path / "ds", n=4)
     pred = tmp_path / "pred"

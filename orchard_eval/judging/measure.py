@@ -92,10 +92,13 @@ def remnant_removal(answer: np.ndarray, background: np.ndarray, annotated: np.nd
     projected onto the background→annotation direction in Lab (0 = background, 1 = annotation). The
     mean projection r gives 1 − (r − 0.03)/0.4, clipped: a half-faded ghost already scores 0.
     None when there is no annotation pixel to look at."""
-    la, lb, ln = to_lab(answer), to_lab(background), to_lab(annotated)
+    mask = mask.astype(bool)
+    if not mask.any():
+        return None
+    la, lb, ln = lab_at(answer, mask), lab_at(background, mask), lab_at(annotated, mask)
     d = ln - lb
-    n2 = np.sum(d * d, axis=2)
-    sel = mask & (n2 >= min_contrast ** 2)
+    n2 = np.sum(d * d, axis=1)
+    sel = n2 >= min_contrast ** 2
     if not sel.any():
         return None
     t = np.sum((la - lb)[sel] * d[sel], axis=1) / n2[sel]
@@ -129,10 +132,17 @@ def laplacian_var(img: np.ndarray) -> float:
     return float(cv2.Laplacian(g, cv2.CV_32F, ksize=3).var())
 
 
+def lab_at(img: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """(N, 3) Lab of the image's pixels under `mask`, in row-major order: `to_lab(img)[mask]`, the
+    same values bit for bit (the conversion is per pixel), without converting the rest of the frame."""
+    px = np.asarray(img)[..., :3][mask]
+    return to_lab(px[None])[0] if len(px) else np.zeros((0, 3), np.float32)
+
+
 def median_lab(img: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
     if not mask.any():
         return None
-    return np.median(to_lab(img)[mask], axis=0)
+    return np.median(lab_at(img, mask), axis=0)
 
 
 COLOUR_TOLERANCE = 5.0   # ΔE76 of two Lab colours: below it a colour is the same one seen through lossy coding
@@ -202,7 +212,7 @@ def arrow_shape(mask: np.ndarray, img: np.ndarray) -> ArrowShape | None:
     head_at_hi = hi_x > lo_x if lo_x != hi_x else width[-k:].mean() >= width[:k].mean()
     a, b = c + lo * d, c + hi * d
     tail, head = (a, b) if head_at_hi else (b, a)
-    return ArrowShape(tail, head, L, shaft, coverage, np.median(to_lab(img)[mask], axis=0), int(xs.size))
+    return ArrowShape(tail, head, L, shaft, coverage, np.median(lab_at(img, mask.astype(bool)), axis=0), int(xs.size))
 
 
 def largest_component(mask: np.ndarray, min_area: int = 6) -> np.ndarray:

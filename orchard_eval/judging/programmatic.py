@@ -55,6 +55,14 @@ def _read_json(case, role: str) -> Any:
         return None
 
 
+def _grown_union(masks, r: int, shape) -> np.ndarray:
+    """The union of `masks`, each grown by `r` px."""
+    out = np.zeros(shape[:2], bool)
+    for m in masks:
+        out |= ME.dilate(m, r)
+    return out
+
+
 def _img(case, role: str) -> np.ndarray | None:
     try:
         if case.has(role):
@@ -1391,17 +1399,16 @@ class ProgrammaticJudge:
             union |= m
         # annotation remnants
         pt = R.pt()
-        annotated = _img(case, "annotated_first_frame")
+        annotated = R.get("annotated_first_frame", lambda: _img(case, "annotated_first_frame"))
         if pt is not None and annotated is not None:
-            mask = pt["ink"] & ~ME.dilate(union, 4)
-            cond = case.reference_object_masks("condition_frame")
-            for m in cond.values():
-                mask &= ~ME.dilate(m, 4)
-            out["removed"] = ME.remnant_removal(frame, gframe, annotated, mask)
+            # the input's ink away from the objects (those of the condition frame: read once per case)
+            away = R.get("ded_ink_away", lambda: pt["ink"] & ~_grown_union(
+                case.reference_object_masks("condition_frame").values(), 4, pt["ink"].shape))
+            out["removed"] = ME.remnant_removal(frame, gframe, annotated, away & ~ME.dilate(union, 4))
         else:
             out["removed"] = None
         bg = ~ME.dilate(union, 6)
-        agree = float(np.mean(np.linalg.norm(to_lab(frame)[bg] - to_lab(gframe)[bg], axis=1) < 12.0)) if bg.any() else 1.0
+        agree = float(np.mean(np.linalg.norm(ME.lab_at(frame, bg) - ME.lab_at(gframe, bg), axis=1) < 12.0)) if bg.any() else 1.0
         if agree < 0.3:   # not the scene (blank, other camera): segmentation results are meaningless
             seg.masks = {k: np.zeros_like(v) for k, v in seg.masks.items()}
         out["background_agreement"] = agree

@@ -73,15 +73,22 @@ def white_background(img: np.ndarray, exclude: np.ndarray | None = None, block: 
     not move a block's median, so this measures the page, not the content."""
     d = de_white(img)
     H, W = d.shape
-    ex = np.zeros_like(d, bool) if exclude is None else exclude
+    ny, nx = max(0, (H - block) // block + 1), max(0, (W - block) // block + 1)
+    if ny == 0 or nx == 0:
+        return 1.0
+    ex = np.zeros_like(d, bool) if exclude is None else np.asarray(exclude, bool)
+
+    def blocks(a: np.ndarray) -> np.ndarray:   # (ny, nx, block²), each block's pixels in row-major order
+        return a[:ny * block, :nx * block].reshape(ny, block, nx, block).swapaxes(1, 2).reshape(ny, nx, -1)
+
+    D, E = blocks(d), blocks(ex)
+    share = E.mean(axis=2)
+    # blocks with nothing excluded at once, the others one by one (their medians over fewer pixels)
+    med = np.median(D, axis=2)
     scores = []
-    for y in range(0, H - block + 1, block):
-        for x in range(0, W - block + 1, block):
-            e = ex[y:y + block, x:x + block]
-            if e.mean() > 0.3:
-                continue
-            v = d[y:y + block, x:x + block][~e]
-            scores.append(ramp(float(np.median(v)), 4.0, 12.0))
+    for y, x in zip(*np.nonzero(share <= 0.3)):
+        v = med[y, x] if share[y, x] == 0 else np.median(D[y, x][~E[y, x]])
+        scores.append(ramp(float(v), 4.0, 12.0))
     return float(np.mean(scores)) if scores else 1.0
 
 

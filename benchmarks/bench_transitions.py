@@ -15,8 +15,10 @@ draw, `fidelity.bench.select_cases`). Three measurements:
    response; targets: oracle ≥ 0.95 on every case with events, static and blank ≤ 0.2 (mean);
 3. with `--fidelity FW_WORK` (a `bench_fidelity.py` work directory: answers/, counterfactual/): the
    re-timed and counterfactual Deduction answers, reported F1 against the F1 of the events the
-   answer truly shows (re-timed: the case's events at t / speed that fall inside the clip;
-   counterfactual: its own build's events.json), both scored against the case's events; target:
+   answer truly shows (re-timed: the case's events at t / speed that fall inside the clip and, for a
+   speed-up, which holds the GT's last frame from T / speed on, a sliding_arrest there of every body
+   still moving at T other than in free flight; counterfactual: its own build's events.json), both scored against the case's
+   events; target:
    mean |reported − true| ≤ 0.05.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orchard_eval.apt.detect import bodies_only, detect_transitions
+from orchard_eval.apt.detect import A_MIN, H_RATIO, V_EPS, bodies_only, detect_transitions
 from orchard_eval.apt.matching import match_chains
 from orchard_eval.apt.taxonomy import Transition
 from orchard_eval.cases import ObjectTracks, load_dataset
@@ -109,12 +111,30 @@ def baseline_report(kind: str, recs: dict[str, dict], cases: dict) -> bool:
 def true_events(case, family: str, work: Path) -> list[Transition] | None:
     spec = FIDELITY[family]
     if isinstance(spec, tuple):
-        s = spec[1]
-        return [Transition(e.type, e.t / s, e.objects) for e in case.events if e.t / s <= case.physics_duration + 1e-9]
+        s, T = spec[1], case.physics_duration
+        out = [Transition(e.type, e.t / s, e.objects) for e in case.events if e.t / s <= T + 1e-9]
+        tracks = case.object_tracks() if s > 1 else None
+        if tracks is not None:
+            # a speed-up runs out of GT at T / s and holds its last frame: a body still moving on its
+            # support there stops dead, moving → stationary, and an answer that shows it truly shows an
+            # arrest (one frozen in mid-flight shows no transition of the taxonomy)
+            for o in case.objects:
+                v = tracks.velocities.get(o.id)
+                if v is not None and len(v) >= 3 and float(np.linalg.norm(v[-1])) > V_EPS \
+                        and not _ballistic(tracks.times[-3:], v[-3:]):
+                    out.append(Transition("sliding_arrest", T / s, (o.id,)))
+        return sorted(out, key=lambda e: e.t)
     from orchard_eval.fidelity.counterfactual import load_variant_case
 
     v = load_variant_case(work / "counterfactual", spec, case)
     return None if v is None or v.events is None else list(v.events)
+
+
+def _ballistic(t: np.ndarray, v: np.ndarray) -> bool:
+    """Whether velocities `v` (N, 3) at times `t` show a free flight: a vertical acceleration above the
+    weakest gravity with hardly any horizontal one (the detector's own test)."""
+    a = (v[-1] - v[0]) / max(float(t[-1] - t[0]), 1e-9)
+    return abs(a[2]) > A_MIN and float(np.hypot(a[0], a[1])) < H_RATIO * abs(a[2])
 
 
 def fidelity(dataset: str, work: Path, ids: list[str], cases: dict) -> None:

@@ -17,9 +17,8 @@ draw, `fidelity.bench.select_cases`). Three measurements:
    re-timed and counterfactual Deduction answers, reported F1 against the F1 of the events the
    answer truly shows (re-timed: the case's events at t / speed that fall inside the clip and, for a
    speed-up, which holds the GT's last frame from T / speed on, a sliding_arrest there of every body
-   still moving at T other than in free flight; counterfactual: its own build's events.json), both scored against the case's
-   events; target:
-   mean |reported − true| ≤ 0.05.
+   still moving at T other than in free flight; counterfactual: its own build's events.json), both
+   scored against the case's events; target: mean |reported − true| ≤ 0.05.
 """
 from __future__ import annotations
 
@@ -131,10 +130,10 @@ def true_events(case, family: str, work: Path) -> list[Transition] | None:
 
 
 def _ballistic(t: np.ndarray, v: np.ndarray) -> bool:
-    """Whether velocities `v` (N, 3) at times `t` show a free flight: a vertical acceleration above the
-    weakest gravity with hardly any horizontal one (the detector's own test)."""
+    """Whether velocities `v` (N, 3) at times `t` show a free flight: a downward acceleration above the
+    weakest gravity with hardly any horizontal one (the detector's test of a flight's parabola)."""
     a = (v[-1] - v[0]) / max(float(t[-1] - t[0]), 1e-9)
-    return abs(a[2]) > A_MIN and float(np.hypot(a[0], a[1])) < H_RATIO * abs(a[2])
+    return a[2] <= -A_MIN and float(np.hypot(a[0], a[1])) <= H_RATIO * abs(a[2])
 
 
 def fidelity(dataset: str, work: Path, ids: list[str], cases: dict) -> None:

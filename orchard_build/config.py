@@ -90,6 +90,7 @@ class Track:
     direction: np.ndarray  # unit horizontal: the circle lies in span(direction, z)
     arc: tuple[float, float]  # rad, from the lowest point toward `direction`
     width: float
+    rail_height: float | None = None   # None: derived from the bodies on the track (mujoco_scene._track_rails)
 
     @property
     def lateral(self) -> np.ndarray:
@@ -230,7 +231,8 @@ class CaseConfig:
                        "normal": arr(r.normal)} for r in self.ramps],
             "tracks": [{"id": t.id, "material": t.material, "radius": t.radius, "center": arr(t.center),
                         "direction": arr(t.direction), "arc_deg": [math.degrees(a) for a in t.arc],
-                        "width": t.width} for t in self.tracks],
+                        "width": t.width, **({} if t.rail_height is None else {"rail_height": t.rail_height})}
+                       for t in self.tracks],
             "platforms": [{"id": p.id, "material": p.material, "center": arr(p.center), "size": arr(p.size)}
                           for p in self.platforms],
             "objects": [{"id": o.id, "instance_id": o.instance_id, "shape": o.shape, "size": dict(o.primitive.size),
@@ -386,7 +388,7 @@ class _Resolver:
             raise self.fail(f"{f}.arc_deg", "arc must satisfy -180 ≤ start < end ≤ 180")
         track = Track(t["id"], self.material(t["material"], f"{f}.material"), float(t["radius"]),
                       np.array(t["center"], float), _horizontal(t.get("direction_yaw_deg", 0.0)), (a0, a1),
-                      float(t["width"]))
+                      float(t["width"]), None if t.get("rail_height") is None else float(t["rail_height"]))
         if track.center[2] - track.radius < -1e-9:
             raise self.fail(f"{f}.center", "the track's lowest point lies below the ground")
         return track

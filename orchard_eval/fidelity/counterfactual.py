@@ -135,13 +135,24 @@ def edit_start(cfg: dict, lib: dict) -> bool:
 SIZE_FACTOR = 1.1     # `edit_size`: the silhouette's area grows by 21 %, its fit to the case's body stays above the gate
 
 
+RAIL_HEIGHT_PER_RADIUS, RAIL_HEIGHT_MIN = 0.6, 0.005   # a track's default rails (schemas/case_config.schema.json)
+
+
 def edit_size(cfg: dict, lib: dict) -> bool:
     """The first object SIZE_FACTOR × as large in every dimension: a body drawn larger than the
-    case's, whose true masks are its own render's (m = ρV makes it heavier too)."""
+    case's, whose true masks are its own render's (m = ρV makes it heavier too). The scene stays the
+    same: a track it rolls on keeps the rails its original bodies gave it (by default they grow with
+    the bodies on the track)."""
     o = _objects(cfg)[0]
     size = o.get("size") or {}
     if not size:
         return False
+    on = ((o.get("placement") or {}).get("track") or {}).get("track")
+    for t in (cfg.get("supports") or {}).get("tracks") or []:
+        if t.get("id") == on and t.get("rail_height") is None:
+            radii = [float(x["size"]["radius"]) for x in _objects(cfg)
+                     if ((x.get("placement") or {}).get("track") or {}).get("track") == on and "radius" in (x.get("size") or {})]
+            t["rail_height"] = round(max(RAIL_HEIGHT_PER_RADIUS * max(radii), RAIL_HEIGHT_MIN), 5) if radii else 0.02
     o["size"] = {k: round(SIZE_FACTOR * float(v), 4) for k, v in size.items()}
     return True
 

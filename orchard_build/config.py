@@ -42,6 +42,16 @@ def _frame_quat(x_axis: np.ndarray, z_axis: np.ndarray) -> np.ndarray:
     return q if q[0] >= 0 else -q
 
 
+RAIL_HEIGHT_PER_RADIUS = 0.6   # a track's rails, unless its config says, rise this many rolling radii …
+RAIL_HEIGHT_MIN = 0.005        # m, … and at least this high
+
+
+def default_rail_height(radii) -> float:
+    """The rails of a track that `rail_height` leaves unset, from the rolling radii of the bodies on
+    it (0.02 m with none)."""
+    return max(RAIL_HEIGHT_PER_RADIUS * max(radii), RAIL_HEIGHT_MIN) if len(radii) else 0.02
+
+
 def _horizontal(yaw_deg: float) -> np.ndarray:
     a = math.radians(yaw_deg)
     return np.array([math.cos(a), math.sin(a), 0.0])
@@ -90,7 +100,7 @@ class Track:
     direction: np.ndarray  # unit horizontal: the circle lies in span(direction, z)
     arc: tuple[float, float]  # rad, from the lowest point toward `direction`
     width: float
-    rail_height: float | None = None   # None: derived from the bodies on the track (mujoco_scene._track_rails)
+    rail_height: float | None = None   # None: `default_rail_height` of the bodies on the track
 
     @property
     def lateral(self) -> np.ndarray:

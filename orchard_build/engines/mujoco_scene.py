@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import default_rail_height
 from . import restitution as _rest
 
 EXTENT = 1.0  # model extent: makes the visual/map distances absolute metres
@@ -55,8 +56,6 @@ TRACK_STEP_DEG = 0.25  # angular length of one segment of a track's running surf
 RAIL_STEP_DEG = 4.0  # and of its side rails
 TRACK_THICKNESS = 0.02  # m
 RAIL_WIDTH = 0.012  # m
-RAIL_HEIGHT_PER_RADIUS = 0.6  # a track's rails, unless its config says, rise this many rolling radii …
-RAIL_HEIGHT_MIN = 0.005  # m, … and at least this high
 RAMP_SLAB = 0.05  # m, thickness of a ramp's collision slab under its surface
 CONE_SECTIONS = 48
 SKY = ((0.86, 0.88, 0.90), (0.52, 0.57, 0.63))  # horizon / zenith of the neutral gradient
@@ -196,10 +195,7 @@ def _track_rails(config, track) -> tuple[float, float]:
             half_extent = max(half_extent, s["radius"] if o.shape == "sphere" else s.get("height", 0.0) / 2.0)
             radii.append(o.primitive.rolling_radius())
     half_width = max(track.width / 2.0, half_extent + 0.003)
-    if track.rail_height is not None:
-        return half_width, track.rail_height
-    rail_h = RAIL_HEIGHT_PER_RADIUS * max(radii) if radii else 0.02
-    return half_width, max(rail_h, RAIL_HEIGHT_MIN)
+    return half_width, track.rail_height if track.rail_height is not None else default_rail_height(radii)
 
 
 def _cone_vertices(radius: float, height: float, sections: int = CONE_SECTIONS) -> np.ndarray:

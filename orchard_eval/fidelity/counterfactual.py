@@ -19,6 +19,8 @@ from typing import Callable
 
 import yaml
 
+from orchard_build.config import default_rail_height
+
 from ..cases import EvalCase, load_case
 
 TWIN = "{}_cf"
@@ -135,9 +137,6 @@ def edit_start(cfg: dict, lib: dict) -> bool:
 SIZE_FACTOR = 1.1     # `edit_size`: the silhouette's area grows by 21 %, its fit to the case's body stays above the gate
 
 
-RAIL_HEIGHT_PER_RADIUS, RAIL_HEIGHT_MIN = 0.6, 0.005   # a track's default rails (schemas/case_config.schema.json)
-
-
 def edit_size(cfg: dict, lib: dict) -> bool:
     """The first object SIZE_FACTOR × as large in every dimension: a body drawn larger than the
     case's, whose true masks are its own render's (m = ρV makes it heavier too). The scene stays the
@@ -152,7 +151,7 @@ def edit_size(cfg: dict, lib: dict) -> bool:
         if t.get("id") == on and t.get("rail_height") is None:
             radii = [float(x["size"]["radius"]) for x in _objects(cfg)
                      if ((x.get("placement") or {}).get("track") or {}).get("track") == on and "radius" in (x.get("size") or {})]
-            t["rail_height"] = round(max(RAIL_HEIGHT_PER_RADIUS * max(radii), RAIL_HEIGHT_MIN), 5) if radii else 0.02
+            t["rail_height"] = round(default_rail_height(radii), 5)
     o["size"] = {k: round(SIZE_FACTOR * float(v), 4) for k, v in size.items()}
     return True
 

@@ -67,6 +67,7 @@ MIN_BLOB_PX = 20
 SMEAR_PER_SIGMA = 2.0    # a blurred edge's colour reaches this many σ outside the outline
 SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob fills all round
 LOOK_EXPLAINS = 0.4      # a fit whose look explains this share of the frame's difference from the plate is kept
+GHOST_COVERS = 0.85      # ... where its blob covers this share of the silhouette's pixels that nothing hides
 MAX_BLOB_RATIO = 6.0     # a blob larger than this many silhouettes is not fitted
 ATTITUDE_DEDUP_DEG = 0.5
 LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
@@ -1265,6 +1266,16 @@ class _RoiFit:
         return fs, hidden, zone
 
 
+def _covered_share(poly: np.ndarray, blob: np.ndarray, hidden: np.ndarray, unobservable: np.ndarray | None
+                   ) -> float:
+    """Share of the silhouette's pixels that nothing hides (no support, no drawn layer) inside `blob`."""
+    seen = rasterise(poly, blob.shape) & ~hidden
+    if unobservable is not None:
+        seen &= ~unobservable
+    n = int(seen.sum())
+    return 1.0 if n == 0 else float((seen & blob).sum()) / n
+
+
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
                   keep_rims, scene_depth, limbs, shadows, faint=None, softness: float = 0.0, look=None,
                   size_scales=None):
@@ -1334,9 +1345,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if f.iou < min_iou:
             # in a video frame, a blob wider than the body its look places may be a codec's ghost of
             # the body where it was (inter-frame prediction left uncorrected): the look decides, and
-            # none of the blob's pixels outside the silhouette are kept. A single image has no such
-            # ghost: there the blob stands
-            if not video or moved is None or moved.explained < LOOK_EXPLAINS:
+            # none of the blob's pixels outside the silhouette are kept. A ghost adds pixels to the
+            # blob, it does not take the body's away: a blob that leaves much of the placed silhouette
+            # uncovered (part of the body gone, or drawn smaller) is no ghost. A single image has no
+            # such ghost: there the blob stands
+            if not video or moved is None or moved.explained < LOOK_EXPLAINS \
+                    or _covered_share(moved.polygon, m, hid, unobservable) < GHOST_COVERS:
                 notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                              "shape prior not applied")
                 continue

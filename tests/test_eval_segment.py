@@ -166,6 +166,24 @@ def test_an_object_drawn_twice_is_the_copy_nearest_its_expected_place():
     assert (_one_body(comps, 10.0, here.shape) == copy).all()      # no expectation: the largest
 
 
+def test_a_piece_unlike_the_object_is_no_copy_of_it_however_near_its_expected_place():
+    # a drawn label's remnant (JPEG leaves one of the answer arrow's colour) as large as half the
+    # body, nearer the body's expected place: a copy would look like the object, this one does not
+    from orchard_eval.segment.classical import LIKENESS_NATS, _components, _one_body
+
+    yy, xx = np.mgrid[:80, :200]
+    body = (xx - 150) ** 2 + (yy - 40) ** 2 <= 11 ** 2
+    remnant = (xx - 40) ** 2 + (yy - 40) ** 2 <= 9 ** 2
+    comps = _components(body | remnant, 12)
+    prior = np.array([42.0, 40.0])
+    likeness = lambda piece: -2.0 if (piece & body).any() else -2.0 - 2 * LIKENESS_NATS
+    assert (_one_body(comps, 10.0, body.shape, prior, likeness) == body).all()
+    assert (_one_body(comps, 10.0, body.shape, prior) == remnant).all()        # position alone
+    # copies alike within the margin: position decides, as for an object drawn twice
+    alike = lambda piece: -2.0 if (piece & body).any() else -2.0 - 0.5 * LIKENESS_NATS
+    assert (_one_body(comps, 10.0, body.shape, prior, alike) == remnant).all()
+
+
 @pytest.mark.parametrize("t", [1.56, 1.565])
 def test_a_body_leaving_the_frame_is_found_on_its_last_sliver(t):
     # 42 and 23 px of the disc remain inside a 640×360 frame: below the frame's smallest blob (46 px),

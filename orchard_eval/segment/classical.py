@@ -68,6 +68,7 @@ SHADOW_K_TOL = 0.07        # tolerance on the learned shadow attenuation
 ANSWER_ANNOTATION_RGB = (ANSWER_ORANGE,)   # F-G answers draw velocity arrows and labels in orange
 SIZEABLE = 0.2             # a piece this share of the largest one's size may be an object of its own
 COMPARABLE = 0.5           # ... and one this share of it may be the object itself, drawn twice
+LIKENESS_NATS = 1.5        # ... if its colours are at most this much less likely (mean log-likelihood)
 SPLIT_SHARE = 0.25         # a piece larger than the largest object by this share of the smallest holds two
 DARK_RATIO, DARK_SPREAD = 0.85, 0.25   # a pixel below this share of the plate in every channel, alike within this, is shadow-like
 MIN_COLOURED = 0.3         # object-coloured changed pixels, as a share of the objects' area, below which colour is not used
@@ -660,22 +661,28 @@ def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, imag
 
 
 def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int],
-              prior: np.ndarray | None = None) -> np.ndarray:
+              prior: np.ndarray | None = None, likeness=None) -> np.ndarray:
     """One object's pieces: its largest component and the others of at least a tenth of its size
     that lie within `reach` pixels of what is taken (a body seen in pieces, a rail across it); a
     piece farther away is something else (a faint label, clutter). Where another piece is nearly as
     large (COMPARABLE: a copy of the object drawn twice), the one nearest the object's expected
-    place `prior` (x, y) is the object."""
+    place `prior` (x, y) is the object. `likeness(piece)`: the mean log-likelihood of its colours
+    under the object's colour model; a copy looks like the object, so a piece whose colours are
+    far less likely (LIKENESS_NATS) than the likeliest such piece's is no rival (a drawn label's
+    remnant in a like colour, however near the expected place)."""
     out = np.zeros(shape, bool)
     if not comps:
         return out
     comps = sorted(comps, key=lambda c: -int(c.sum()))
     largest = int(comps[0].sum())
-    if prior is not None:
-        rivals = [c for c in comps if c.sum() >= COMPARABLE * largest]
-        if len(rivals) > 1:
-            seed = min(rivals, key=lambda c: float(np.linalg.norm(_centroid(c) - prior)))
-            comps = [seed] + [c for c in comps if c is not seed]
+    rivals = [c for c in comps if c.sum() >= COMPARABLE * largest]
+    if likeness is not None and len(rivals) > 1:
+        score = [likeness(c) for c in rivals]
+        rivals = [c for c, v in zip(rivals, score) if v >= max(score) - LIKENESS_NATS]
+    seed = rivals[0]
+    if prior is not None and len(rivals) > 1:
+        seed = min(rivals, key=lambda c: float(np.linalg.norm(_centroid(c) - prior)))
+    comps = [seed] + [c for c in comps if c is not seed]
     out |= comps[0]
     rest = [c for c in comps[1:] if c.sum() >= 0.1 * largest]
     while rest:
@@ -687,6 +694,14 @@ def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int],
             out |= c
         rest = [c for c in rest if not any(c is n for n in near)]
     return out
+
+
+def _likeness(model: "ColourModel | None", bins: np.ndarray):
+    """`_one_body`'s likeness of a piece (mean log-likelihood of its colours under `model`); None
+    without a model."""
+    if model is None:
+        return None
+    return lambda piece: float(model.logp[bins[piece]].mean())
 
 
 class ClassicalSegmenter:
@@ -888,7 +903,7 @@ class ClassicalSegmenter:
         alike: list[list[str]] = []
         if len(ids) == 1:
             masks[ids[0]] = _one_body(_components(fg, min_area, ignore), self._reach(ctx, ids[0]), fg.shape,
-                                      priors.get(ids[0]))
+                                      priors.get(ids[0]), _likeness(models.get(ids[0]), bins))
         elif ids:
             groups = [list(ids)] if colourless else _groups(ids, models)
             alike = [g for g in groups if len(g) > 1]
@@ -917,7 +932,7 @@ class ClassicalSegmenter:
                     gmask = fg & (lbl == gi)
                     if len(g) == 1:
                         masks[g[0]] = _one_body(_components(gmask, min_area, ignore), self._reach(ctx, g[0]),
-                                                fg.shape, priors.get(g[0]))
+                                                fg.shape, priors.get(g[0]), _likeness(models.get(g[0]), bins))
                     else:
                         masks.update(_assign_by_position(gmask, g, priors, min_area, ignore, self._split_px(ctx, g),
                                                          {i: self._reach(ctx, i) for i in g}))

@@ -12,7 +12,8 @@ from PIL import Image, ImageDraw
 from orchard_eval.fidelity import transforms as X
 from orchard_eval.segment.overlay import ANSWER_ORANGE, InputLayer, answer_overlay_mask
 from orchard_eval.segment.photometry import apply_inverse, fit_tone_curve
-from orchard_eval.segment.registration import aspect_start, landmarks, register, resize_anisotropy
+from orchard_eval.segment.registration import aspect_start, exposure, grey, landmarks, register, \
+    resize_anisotropy
 
 W, H = 640, 360
 
@@ -82,6 +83,19 @@ def test_an_aligned_frame_and_a_bare_plate_are_left_alone():
     cv2.circle(frame, (320, 200), 25, (40, 40, 200), -1)
     reg = register(frame, landmarks(bare))
     assert reg is None or reg.aligned
+
+
+def test_a_zoom_onto_a_bright_region_is_registered_at_the_plates_exposure():
+    # framed tighter, the frame shows more of a bright block than the plate (11 % of it against
+    # 9 %): its level distribution reads as a gain of 1.6 where the camera's is unchanged
+    plate = textured_plate(4)
+    cv2.rectangle(plate, (235, 155), (405, 275), (250, 248, 240), -1)
+    A = X.crop_affine(((W - W / 1.12) / 2, (H - H / 1.12) / 2, W / 1.12, H / 1.12), (W, H))
+    frame = X.warp(plate, A, (W, H))
+    marks = landmarks(plate)
+    assert exposure(grey(frame), marks)[0] > 1.4                      # the misleading estimate
+    reg = register(frame, marks)
+    assert reg is not None and corner_error(reg.affine, A) < 0.3 and abs(reg.gain - 1.0) < 0.05
 
 
 @pytest.mark.parametrize("change", [dict(gain=(1.25, 1.25, 1.25)), dict(gain=(1.15, 1.0, 0.85)),

@@ -68,18 +68,26 @@ def _cached(ctx, key, compute):
 
 
 def _to_case_camera(image: np.ndarray, ctx, marks: Landmarks | None, notes: list[str],
-                    start: Registration | None = None) -> tuple[np.ndarray, np.ndarray | None, Registration | None]:
+                    start: Registration | None = None, search: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray | None, Registration | None]:
     """The frame resampled into the case's camera where it moved (`registration`); the pixels it
     does not show come back as the plate's and are returned as hidden. `start`: the camera of the
-    answer's frame 0 (`AnswerReference.registration`): where the fit starts, and the camera taken
-    where the plate has nothing to register against."""
+    answer's frame 0 (`AnswerReference.registration`): where the fit starts, the camera kept unless
+    a warp explains the frame clearly better, and the camera taken where the plate has nothing to
+    register against. `search`: look for the camera globally where
+    no start finds it (an answer's first frame, a single image; a video's later frames start from
+    its frame 0's camera instead)."""
     size = (image.shape[1], image.shape[0])
     if marks is None:
         reg = start
     else:
-        starts = [None if start is None else start.affine, None]
-        starts += [a for a in (aspect_start(ctx.answer_size, size),) if a is not None]
-        reg = register(image, marks, starts, resize_anisotropy(ctx.answer_size, size))
+        crop = aspect_start(ctx.answer_size, size)
+        starts = [None if start is None else start.affine, None] + ([crop] if crop is not None else [])
+        # the camera kept unless a warp explains the frame clearly better: frame 0's, else for an
+        # answer of another aspect ratio the centred crop (a bare plate with a horizon cannot tell
+        # a stretch along it from none)
+        keep = start.affine if start is not None else crop
+        reg = register(image, marks, starts, resize_anisotropy(ctx.answer_size, size), search, keep)
         if reg is None:
             reg = start
     if reg is None or reg.aligned:
@@ -316,7 +324,7 @@ def _later_frames(ctx, marks: Landmarks | None, curve: ToneCurve | None, frame0:
     stack, valid = [frame0], [np.zeros(frame0.shape[:2], bool)]
     start = ctx.answer_cache.get("frame0_registration")
     for f in ctx.answer_frames:
-        v, hid, _ = _to_case_camera(f, ctx, marks, [], start)
+        v, hid, _ = _to_case_camera(f, ctx, marks, [], start, search=False)
         if curve is not None:
             v = apply_inverse(v, curve)
         stack.append(v)
@@ -425,7 +433,8 @@ def scene_view(image: np.ndarray, ctx, likely_object=None) -> View:
     marks: Landmarks | None = _cached(ctx, "landmarks", lambda: landmarks(ctx.background))
     ref = answer_reference(ctx, marks) if ctx.answer_condition is not None else None
     background = ctx.background if ref is None else ref.plate
-    out, hidden, reg = _to_case_camera(image, ctx, marks, notes, None if ref is None else ref.registration)
+    out, hidden, reg = _to_case_camera(image, ctx, marks, notes, None if ref is None else ref.registration,
+                                       search=ref is None)
     # drawn layers before the tone curve: a label left on is many pixels the plate does not explain,
     # and the answer's strokes are in the colour the model drew them
     hidden = _union(hidden, _drawn_layers(out, ctx, background, notes))

@@ -9,9 +9,15 @@ the grey level (exposure and tone changes must not read as motion). Moving objec
 anything else the plate does not show are outliers: Geman–McClure weights on the residuals, from a
 scale measured on the residuals themselves. The fit runs on a few thousand plate pixels picked once
 per case (`Landmarks`), so a frame costs about a millisecond when it is already aligned.
+
+The local fit finds a camera a few coarse pixels from where it starts. Where it finds none from any
+start (an off-centre crop of a periodic floor, a zoom with a large body over the middle), a global
+search over zooms and shifts gives it new starts; only for the first frame of an answer, whose
+camera its later frames start from.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import cv2
@@ -20,6 +26,8 @@ import numpy as np
 GRID_PX = 10             # one landmark per cell of this size (the strongest gradient in it)
 MIN_GRADIENT = 6.0       # grey levels per pixel below which a plate pixel tells no motion
 LEVELS = (8, 4, 2, 1)    # pyramid scales of the coarse-to-fine fit
+COARSE_LEVELS = (8, 4)   # ... where the warp is a zoom, a rotation and a shift (a periodic floor's
+                         # aliases and an object over the plate pull a free affine into shear there)
 ITERATIONS = 12
 ALIGNED_PX = 0.25        # a warp that moves no frame corner farther is no camera change
 MIN_INLIERS = 0.5        # share of landmarks the warp must explain, else the camera is left alone
@@ -118,29 +126,102 @@ def _sample(g: np.ndarray, xy: np.ndarray) -> np.ndarray:
 
 
 def register(frame: np.ndarray, marks: Landmarks, starts: list[np.ndarray] | None = None,
-             anisotropy: float = 1.0) -> Registration | None:
+             anisotropy: float = 1.0, search: bool = True, keep: np.ndarray | None = None) -> Registration | None:
     """The best of `_register` from each start (identity when none): the accepted warp with the
     smallest residual at the landmarks. A frame the first start already explains (one Gauss–Newton
     step moves nothing, the residual is at the noise) returns at once: most frames are aligned.
     `anisotropy`: the ratio of horizontal to vertical scale the answer's resize to the case's size
-    implies (`resize_anisotropy`); a warp whose ratio differs from it is no camera change."""
+    implies (`resize_anisotropy`); a warp whose ratio differs from it is no camera change.
+    `search`: where no start leads to a camera, try the plate's exposure and then search globally
+    (`_searched_starts`; some 40 ms a frame): for a frame that starts its answer, not for each of
+    its later frames (they start from its camera). `keep`: the camera the answer is known to have
+    (its frame 0's; identity when None), kept unless a warp explains the frame clearly better."""
     starts = starts or [None]
-    quick = _settled(grey(frame), marks, starts[0])
+    g0 = grey(frame)
+    quick = _settled(g0, marks, starts[0])
     if quick is not None:
         return quick
     best, best_r = None, np.inf
+    levels = exposure(g0, marks)
     for start in starts:
-        reg = _register(frame, marks, start, anisotropy)
+        reg = _register(frame, marks, start, anisotropy, levels, keep)
+        if reg is None and search and not 0.8 <= levels[0] <= 1.25:
+            # the level distributions mislead where the framing changes what the frame shows (a
+            # zoom onto a bright ramp, a bare floor with one object): the frame's own exposure
+            # is then most likely the plate's
+            reg = _register(frame, marks, start, anisotropy, (1.0, 0.0), keep)
         if reg is not None and reg.residual < best_r:
             best, best_r = reg, reg.residual
+    if best is None and search:
+        # no start leads to a camera the plate confirms: a reframing too far for the local fit
+        # (a periodic floor has aliases one square apart), searched for globally
+        for start in _searched_starts(g0, marks, anisotropy):
+            for lv in (levels, (1.0, 0.0)):
+                reg = _register(frame, marks, start, anisotropy, lv, keep)
+                if reg is not None and reg.residual < best_r:
+                    best, best_r = reg, reg.residual
     return best
 
 
+SEARCH_ZOOMS = (0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3)
+SEARCH_STARTS = 3
+
+
+def _searched_starts(g0: np.ndarray, marks: Landmarks, anisotropy: float) -> list[np.ndarray]:
+    """The SEARCH_STARTS zooms-and-shifts (SEARCH_ZOOMS, shifts within MAX_SHIFT of the frame width,
+    one coarsest-level pixel apart) that explain the most landmarks at the coarsest level (within
+    INLIER_LEVELS, the grey offset taken as the median difference: an object over part of the plate
+    does not bias it), one per neighbourhood."""
+    s = LEVELS[0]
+    g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
+    w, h = marks.size
+    c = np.array([w / 2.0, h / 2.0])
+    xy = marks.xy[s].astype(np.float64) * s - c
+    P = marks.value[s].astype(np.float64)
+    kx, ky = np.sqrt(anisotropy), 1.0 / np.sqrt(anisotropy)
+    reach = MAX_SHIFT * w
+    tx, ty = np.meshgrid(np.arange(-reach, reach + 1e-6, s), np.arange(-reach, reach + 1e-6, s), indexing="ij")
+    tx, ty = tx.ravel(), ty.ravel()
+    best = []
+    for z in SEARCH_ZOOMS:
+        qx = (z * kx * xy[:, 0])[None, :] + c[0] + tx[:, None]
+        qy = (z * ky * xy[:, 1])[None, :] + c[1] + ty[:, None]
+        F = cv2.remap(g, ((qx - 0.5) / s).astype(np.float32), ((qy - 0.5) / s).astype(np.float32),
+                      cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=np.nan).astype(np.float64)
+        D = F - P[None, :]
+        inside = np.isfinite(D)
+        n = inside.sum(axis=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)     # a candidate that shows no landmark
+            off = np.nanmedian(D, axis=1)
+        explained = (np.abs(np.where(inside, D, np.inf) - off[:, None]) < INLIER_LEVELS).sum(axis=1) / len(P)
+        explained[n < max(MIN_LANDMARKS, 0.5 * len(P))] = -1.0
+        for i in np.argsort(-explained)[:SEARCH_STARTS]:
+            best.append((float(explained[i]), z, float(tx[i]), float(ty[i])))
+    best.sort(key=lambda b: -b[0])
+    starts: list[tuple[float, float, float]] = []
+    for share, z, x0, y0 in best:
+        if share < 0:
+            break
+        if all(abs(z - z1) > 0.03 or np.hypot(x0 - x1, y0 - y1) > 2 * s for z1, x1, y1 in starts):
+            starts.append((z, x0, y0))
+        if len(starts) == SEARCH_STARTS:
+            break
+    out = []
+    for z, x0, y0 in starts:
+        M = np.diag([z * kx, z * ky])
+        out.append(np.hstack([M, (c + np.array([x0, y0]) - M @ c)[:, None]]))
+    return out
+
+
 def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = None,
-              anisotropy: float = 1.0) -> Registration | None:
+              anisotropy: float = 1.0, levels: tuple[float, float] | None = None,
+              keep: np.ndarray | None = None) -> Registration | None:
     """The affine (plus grey gain and offset) that maps the plate onto `frame`; None where the
-    landmarks do not agree on one (a changed background, a frame of noise) or the warp does not
-    explain the frame clearly better than no warp.
+    landmarks do not agree on one (a changed background, a frame of noise). `keep` (identity when
+    None: no camera change) where the warp does not explain the frame clearly better than it: the
+    camera the answer is known to have (its frame 0's). `levels`: the grey gain and offset the fit
+    starts from and whose gain it must stay near (`exposure` when None).
 
     Coordinates are centred and scaled to the frame, and the Gauss–Newton steps carry a weak pull
     towards the identity, so a direction the plate's texture does not constrain (a bare floor below
@@ -156,7 +237,8 @@ def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = No
         A0 = np.asarray(start, float)
         M = A0[:, :2].copy()
         t = (A0[:, :2] @ c + A0[:, 2] - c) / half
-    a0, b0 = exposure(g0, marks)
+    kx, ky = np.sqrt(anisotropy), 1.0 / np.sqrt(anisotropy)
+    a0, b0 = levels if levels is not None else exposure(g0, marks)
     a, b = a0, b0
     for s in LEVELS:
         g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
@@ -176,14 +258,25 @@ def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = No
             # d r / d params through the frame gradient (≈ a · plate gradient, per full-res pixel)
             gx, gy = a * G[:, 0] * half, a * G[:, 1] * half
             J = np.stack([gx * x, gx * y, gx, gy * x, gy * y, gy, -P, -np.ones_like(P)], axis=1)
+            if s in COARSE_LEVELS:
+                # zoom, rotation and shift only: d M = dz · K + dθ · K·[[0, −1], [1, 0]]
+                J = np.stack([J[:, 0] * kx + J[:, 4] * ky, -J[:, 1] * kx + J[:, 3] * ky, J[:, 2], J[:, 5],
+                              J[:, 6], J[:, 7]], axis=1)
+            n = J.shape[1] - 2
             H = (J * wts[:, None]).T @ J
-            reg = np.full(8, 1e-3 * np.trace(H[:6, :6]) / 6 + 1e-9)
-            reg[6:] = 1e-6 * np.trace(H[6:, 6:]) + 1e-9
+            reg = np.full(n + 2, 1e-3 * np.trace(H[:n, :n]) / n + 1e-9)
+            reg[n:] = 1e-6 * np.trace(H[n:, n:]) + 1e-9
             step = -np.linalg.solve(H + np.diag(reg), (J * wts[:, None]).T @ r)
-            M = M + step[[0, 1, 3, 4]].reshape(2, 2)
-            t = t + step[[2, 5]]
-            a, b = a + step[6], b + step[7]
-            if np.max(np.abs(step[:6])) * half < 0.01:
+            if s in COARSE_LEVELS:
+                dz, dth = step[0], step[1]
+                dM = np.array([[dz * kx, -dth * kx], [dth * ky, dz * ky]])
+                dt = step[2:4]
+            else:
+                dM, dt = step[[0, 1, 3, 4]].reshape(2, 2), step[[2, 5]]
+            M = M + dM
+            t = t + dt
+            a, b = a + step[n], b + step[n + 1]
+            if max(np.max(np.abs(dM)), np.max(np.abs(dt))) * half < 0.01:
                 break
         # the gain must stay near the one the level distributions give: with the landmarks on one
         # edge (all about one level) gain and offset could match the edge to any flat region
@@ -199,21 +292,36 @@ def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = No
     inside = (q[:, 0] >= 0) & (q[:, 0] <= w) & (q[:, 1] >= 0) & (q[:, 1] <= h)   # what the answer shows
     if inside.sum() < MIN_LANDMARKS:
         return None
-    r_warp = np.abs(_sample(g, q[inside] / s) - (a * marks.value[s][inside] + b))
-    r_none = _residual_at(g, xy / s, marks.value[s])
-    # ... and for most landmarks: a frame that is aligned already, with an object or a label over a
-    # few of a bare plate's landmarks, is explained no better by a warp where it matched before
-    better = float(np.mean(r_warp + 1.0 < r_none[inside]))
+    # both cameras with the warp's gain and offset: with the landmarks on one soft edge (a horizon)
+    # an offset of their own would take up the edge's shift, and with highlights clipped a gain of
+    # their own would misfit everywhere; either way no warp would look worse than it is
+    K = IDENTITY if keep is None else np.asarray(keep, float)
+    P = marks.value[s][inside]
+    r_warp = np.abs(_sample(g, q[inside] / s) - (a * P + b))
+    r_keep = np.abs(_sample(g, (xy[inside] @ K[:, :2].T + K[:, 2]) / s) - (a * P + b))
+    # ... and for most landmarks either camera explains (a landmark under a body neither does): a
+    # frame that is aligned already, with an object or a label over a few of a bare plate's
+    # landmarks, is explained no better by a warp where it matched before
+    told = (r_warp < INLIER_LEVELS) | (r_keep < INLIER_LEVELS)
+    better = float(np.mean((r_warp + 1.0 < r_keep)[told])) if told.any() else 0.0
     inliers = float(np.mean(r_warp < INLIER_LEVELS))
-    corners = np.array([[0, 0], [w, 0], [0, h], [w, h]], float)
-    moved = float(np.max(np.hypot(*(corners @ A[:, :2].T + A[:, 2] - corners).T)))
-    if moved >= ALIGNED_PX and not (np.median(r_warp) <= EXPLAINS * np.median(r_none) - 0.5
-                                    and better >= MIN_IMPROVED):
-        return Registration(np.array([[1.0, 0, 0], [0, 1.0, 0]]), 1.0, 0.0, float(np.mean(r_none < INLIER_LEVELS)),
-                            0.0, float(np.median(r_none)))
+    if _corner_shift(A, K, (w, h)) >= ALIGNED_PX and not (np.median(r_warp) <= EXPLAINS * np.median(r_keep) - 0.5
+                                                          and better >= MIN_IMPROVED):
+        return Registration(K.copy(), 1.0, 0.0, float(np.mean(r_keep < INLIER_LEVELS)),
+                            _corner_shift(K, IDENTITY, (w, h)), float(np.median(r_keep)))
     if inliers < MIN_INLIERS:
         return None
-    return Registration(A, float(a), float(b), inliers, moved, float(np.median(r_warp)))
+    return Registration(A, float(a), float(b), inliers, _corner_shift(A, IDENTITY, (w, h)), float(np.median(r_warp)))
+
+
+IDENTITY = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+
+
+def _corner_shift(A: np.ndarray, B: np.ndarray, size: tuple[int, int]) -> float:
+    """How far (pixels) warp `A` puts some frame corner from where `B` puts it."""
+    w, h = size
+    corners = np.array([[0, 0], [w, 0], [0, h], [w, h]], float)
+    return float(np.max(np.hypot(*(corners @ (A[:, :2] - B[:, :2]).T + (A[:, 2] - B[:, 2])).T)))
 
 
 def resize_anisotropy(answer_size: tuple[int, int] | None, size: tuple[int, int]) -> float:
@@ -268,16 +376,6 @@ def _settled(g0: np.ndarray, marks: Landmarks, start: np.ndarray | None) -> Regi
     moved = float(np.max(np.hypot(*(corners[:, :2] @ A[:, :2].T + A[:, 2] - corners[:, :2]).T)))
     return Registration(A, float(a), float(b), float(np.mean(np.abs(r) < INLIER_LEVELS)), moved,
                         float(np.median(np.abs(r))))
-
-
-def _residual_at(g: np.ndarray, xy: np.ndarray, plate_values: np.ndarray) -> np.ndarray:
-    """|frame − (gain·plate + offset)| at fixed landmark positions, with the gain and offset that
-    fit them best (least squares): no warp gets the same photometric freedom as a warp."""
-    F = _sample(g, xy).astype(np.float64)
-    P = plate_values.astype(np.float64)
-    X = np.stack([P, np.ones_like(P)], axis=1)
-    coef, *_ = np.linalg.lstsq(X, F, rcond=None)
-    return np.abs(F - X @ coef)
 
 
 def exposure(frame_grey: np.ndarray, marks: Landmarks) -> tuple[float, float]:

@@ -184,6 +184,20 @@ def test_a_piece_unlike_the_object_is_no_copy_of_it_however_near_its_expected_pl
     assert (_one_body(comps, 10.0, body.shape, prior, alike) == remnant).all()
 
 
+
+def test_a_larger_piece_unlike_the_object_is_not_the_object():
+    # a reframed answer that shows floor where the plate shows sky: a strip three times the body's
+    # size, far less like the object than the body itself, is not it, largest piece though it is
+    from orchard_eval.segment.classical import LIKENESS_NATS, _components, _one_body
+
+    yy, xx = np.mgrid[:120, :200]
+    body = (xx - 100) ** 2 + (yy - 90) ** 2 <= 12 ** 2
+    strip = yy < 8
+    comps = _components(body | strip, 12)
+    likeness = lambda piece: -2.7 if (piece & body).any() else -2.7 - 2 * LIKENESS_NATS
+    assert (_one_body(comps, 10.0, body.shape, np.array([100.0, 60.0]), likeness) == body).all()
+    assert (_one_body(comps, 10.0, body.shape, np.array([100.0, 60.0])) == strip).all()   # size alone
+
 @pytest.mark.parametrize("t", [1.56, 1.565])
 def test_a_body_leaving_the_frame_is_found_on_its_last_sliver(t):
     # 42 and 23 px of the disc remain inside a 640×360 frame: below the frame's smallest blob (46 px),

@@ -667,18 +667,22 @@ def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int],
     piece farther away is something else (a faint label, clutter). Where another piece is nearly as
     large (COMPARABLE: a copy of the object drawn twice), the one nearest the object's expected
     place `prior` (x, y) is the object. `likeness(piece)`: the mean log-likelihood of its colours
-    under the object's colour model; a copy looks like the object, so a piece whose colours are
-    far less likely (LIKENESS_NATS) than the likeliest such piece's is no rival (a drawn label's
-    remnant in a like colour, however near the expected place)."""
+    under the object's colour model; the object looks like itself, so a piece whose colours are far
+    less likely (LIKENESS_NATS) than the likeliest piece's (of a tenth of the largest's size or more)
+    is not the object, however large or near the expected place (a drawn label's remnant in a like
+    colour, a strip of floor where an answer framed differently shows no sky)."""
     out = np.zeros(shape, bool)
     if not comps:
         return out
     comps = sorted(comps, key=lambda c: -int(c.sum()))
-    largest = int(comps[0].sum())
-    rivals = [c for c in comps if c.sum() >= COMPARABLE * largest]
-    if likeness is not None and len(rivals) > 1:
-        score = [likeness(c) for c in rivals]
-        rivals = [c for c, v in zip(rivals, score) if v >= max(score) - LIKENESS_NATS]
+    like = comps
+    if likeness is not None:
+        sized = [c for c in comps if c.sum() >= 0.1 * comps[0].sum()]
+        if len(sized) > 1:
+            score = [likeness(c) for c in sized]
+            like = [c for c, v in zip(sized, score) if v >= max(score) - LIKENESS_NATS]
+    largest = int(like[0].sum())
+    rivals = [c for c in like if c.sum() >= COMPARABLE * largest]
     seed = rivals[0]
     if prior is not None and len(rivals) > 1:
         seed = min(rivals, key=lambda c: float(np.linalg.norm(_centroid(c) - prior)))

@@ -32,11 +32,11 @@ ITERATIONS = 12
 ALIGNED_PX = 0.25        # a warp that moves no frame corner farther is no camera change
 MIN_INLIERS = 0.5        # share of landmarks the warp must explain, else the camera is left alone
 INLIER_LEVELS = 12.0     # grey-level residual of a landmark the warp explains
-EXPLAINS = 0.75          # a warp must bring the landmarks' median residual below this share of no warp's
+EXPLAINS = 0.75          # a warp must bring the landmarks' median residual below this share of the known camera's
 MIN_LANDMARKS = 40
 SETTLED_LEVELS = 4.0     # median landmark residual (grey levels) of a frame its start explains
 SETTLED_PX = 0.3         # ... where one more step would move no corner farther (the fit's own noise)
-MIN_IMPROVED = 0.5       # share of landmarks a warp must fit clearly better than no warp
+MIN_IMPROVED = 0.5       # share of landmarks a warp must fit clearly better than the known camera
 SCALE_RANGE = (0.8, 1.8)
 ANISOTROPY = 0.04        # a camera zooms both axes alike: the scale ratio may differ this much from the answer's resize
 MAX_SHIFT = 0.12         # largest displacement (share of the frame width) searched for
@@ -194,10 +194,10 @@ def _searched_starts(g0: np.ndarray, marks: Landmarks, anisotropy: float) -> lis
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)     # a candidate that shows no landmark
             off = np.nanmedian(D, axis=1)
-        explained = (np.abs(np.where(inside, D, np.inf) - off[:, None]) < INLIER_LEVELS).sum(axis=1) / len(P)
-        explained[n < max(MIN_LANDMARKS, 0.5 * len(P))] = -1.0
-        for i in np.argsort(-explained)[:SEARCH_STARTS]:
-            best.append((float(explained[i]), z, float(tx[i]), float(ty[i])))
+        share = (np.abs(np.where(inside, D, np.inf) - off[:, None]) < INLIER_LEVELS).sum(axis=1) / len(P)
+        share[n < max(MIN_LANDMARKS, 0.5 * len(P))] = -1.0
+        for i in np.argsort(-share)[:SEARCH_STARTS]:
+            best.append((float(share[i]), z, float(tx[i]), float(ty[i])))
     best.sort(key=lambda b: -b[0])
     starts: list[tuple[float, float, float]] = []
     for share, z, x0, y0 in best:

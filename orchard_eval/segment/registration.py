@@ -138,26 +138,28 @@ def register(frame: np.ndarray, marks: Landmarks, starts: list[np.ndarray] | Non
     (its frame 0's; identity when None), kept unless a warp explains the frame clearly better."""
     starts = starts or [None]
     g0 = grey(frame)
-    quick = _settled(g0, marks, starts[0])
+    pyr = _blurred(g0, (1,))
+    quick = _settled(pyr[1], marks, starts[0])
     if quick is not None:
         return quick
+    pyr.update(_blurred(g0, LEVELS[:-1]))        # the fit's pyramid, once for every start
     best, best_r = None, np.inf
     levels = exposure(g0, marks)
     for start in starts:
-        reg = _register(frame, marks, start, anisotropy, levels, keep)
+        reg = _register(pyr, marks, start, anisotropy, levels, keep)
         if reg is None and search and not 0.8 <= levels[0] <= 1.25:
             # the level distributions mislead where the framing changes what the frame shows (a
             # zoom onto a bright ramp, a bare floor with one object): the frame's own exposure
             # is then most likely the plate's
-            reg = _register(frame, marks, start, anisotropy, (1.0, 0.0), keep)
+            reg = _register(pyr, marks, start, anisotropy, (1.0, 0.0), keep)
         if reg is not None and reg.residual < best_r:
             best, best_r = reg, reg.residual
     if best is None and search:
         # no start leads to a camera the plate confirms: a reframing too far for the local fit
         # (a periodic floor has aliases one square apart), searched for globally
-        for start in _searched_starts(g0, marks, anisotropy):
+        for start in _searched_starts(pyr[LEVELS[0]], marks, anisotropy):
             for lv in (levels, (1.0, 0.0)):
-                reg = _register(frame, marks, start, anisotropy, lv, keep)
+                reg = _register(pyr, marks, start, anisotropy, lv, keep)
                 if reg is not None and reg.residual < best_r:
                     best, best_r = reg, reg.residual
     return best
@@ -167,13 +169,17 @@ SEARCH_ZOOMS = (0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3)
 SEARCH_STARTS = 3
 
 
-def _searched_starts(g0: np.ndarray, marks: Landmarks, anisotropy: float) -> list[np.ndarray]:
+def _blurred(g0: np.ndarray, scales) -> dict[int, np.ndarray]:
+    """The frame's grey levels at each pyramid scale, smoothed as the landmarks were."""
+    return {s: cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8) for s in scales}
+
+
+def _searched_starts(g: np.ndarray, marks: Landmarks, anisotropy: float) -> list[np.ndarray]:
     """The SEARCH_STARTS zooms-and-shifts (SEARCH_ZOOMS, shifts within MAX_SHIFT of the frame width,
     one coarsest-level pixel apart) that explain the most landmarks at the coarsest level (within
     INLIER_LEVELS, the grey offset taken as the median difference: an object over part of the plate
-    does not bias it), one per neighbourhood."""
+    does not bias it), one per neighbourhood. `g`: the frame at the coarsest scale (`_blurred`)."""
     s = LEVELS[0]
-    g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
     w, h = marks.size
     c = np.array([w / 2.0, h / 2.0])
     xy = marks.xy[s].astype(np.float64) * s - c
@@ -214,19 +220,18 @@ def _searched_starts(g0: np.ndarray, marks: Landmarks, anisotropy: float) -> lis
     return out
 
 
-def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = None,
-              anisotropy: float = 1.0, levels: tuple[float, float] | None = None,
-              keep: np.ndarray | None = None) -> Registration | None:
+def _register(pyr: dict[int, np.ndarray], marks: Landmarks, start: np.ndarray | None,
+              anisotropy: float, levels: tuple[float, float], keep: np.ndarray | None = None) -> Registration | None:
     """The affine (plus grey gain and offset) that maps the plate onto `frame`; None where the
     landmarks do not agree on one (a changed background, a frame of noise). `keep` (identity when
     None: no camera change) where the warp does not explain the frame clearly better than it: the
-    camera the answer is known to have (its frame 0's). `levels`: the grey gain and offset the fit
-    starts from and whose gain it must stay near (`exposure` when None).
+    camera the answer is known to have (its frame 0's). `pyr`: the frame at every scale of LEVELS
+    (`_blurred`); `levels`: the grey gain and offset the fit starts from and whose gain it must stay
+    near.
 
     Coordinates are centred and scaled to the frame, and the Gauss–Newton steps carry a weak pull
     towards the identity, so a direction the plate's texture does not constrain (a bare floor below
     a horizon tells the vertical, never the horizontal) stays where it was instead of drifting."""
-    g0 = grey(frame)
     w, h = marks.size
     c = np.array([w / 2.0, h / 2.0])
     half = w / 2.0
@@ -238,10 +243,10 @@ def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = No
         M = A0[:, :2].copy()
         t = (A0[:, :2] @ c + A0[:, 2] - c) / half
     kx, ky = np.sqrt(anisotropy), 1.0 / np.sqrt(anisotropy)
-    a0, b0 = levels if levels is not None else exposure(g0, marks)
+    a0, b0 = levels
     a, b = a0, b0
     for s in LEVELS:
-        g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
+        g = pyr[s]
         xy = marks.xy[s].astype(np.float64) * s          # full-resolution pixel centres
         P, G = marks.value[s].astype(np.float64), marks.grad[s].astype(np.float64) / s
         pn = (xy - c) / half
@@ -286,7 +291,7 @@ def _register(frame: np.ndarray, marks: Landmarks, start: np.ndarray | None = No
     # the warp must explain the frame better than no warp at all; judged at the coarsest level,
     # where a softer answer (a codec, a resampling) leaves the edges' levels as they are
     s = LEVELS[0]
-    g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
+    g = pyr[s]
     xy = marks.xy[s].astype(np.float64) * s
     q = xy @ A[:, :2].T + A[:, 2]
     inside = (q[:, 0] >= 0) & (q[:, 0] <= w) & (q[:, 1] >= 0) & (q[:, 1] <= h)   # what the answer shows
@@ -348,13 +353,12 @@ def aspect_start(answer_size: tuple[int, int] | None, size: tuple[int, int]) -> 
     return np.array([[sx, 0.0, cx - sx * cx], [0.0, sy, cy - sy * cy]])
 
 
-def _settled(g0: np.ndarray, marks: Landmarks, start: np.ndarray | None) -> Registration | None:
-    """`start` (identity when None) when it already explains the frame at full resolution: median
-    landmark residual within SETTLED_LEVELS and a Gauss–Newton step that moves no corner by
-    SETTLED_PX; else None."""
+def _settled(g: np.ndarray, marks: Landmarks, start: np.ndarray | None) -> Registration | None:
+    """`start` (identity when None) when it already explains the frame (`g`: at full resolution,
+    `_blurred`): median landmark residual within SETTLED_LEVELS and a Gauss–Newton step that moves
+    no corner by SETTLED_PX; else None."""
     w, h = marks.size
-    A = np.array([[1.0, 0, 0], [0, 1.0, 0]]) if start is None else np.asarray(start, float)
-    g = cv2.GaussianBlur(g0, (0, 0), 0.8)
+    A = IDENTITY if start is None else np.asarray(start, float)
     xy = marks.xy[1].astype(np.float64)
     q = xy @ A[:, :2].T + A[:, 2]
     F = _sample(g, q).astype(np.float64)

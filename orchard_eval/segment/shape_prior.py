@@ -68,6 +68,7 @@ SMEAR_PER_SIGMA = 2.0    # a blurred edge's colour reaches this many σ outside 
 SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob fills all round
 LOOK_EXPLAINS = 0.4      # a fit whose look explains this share of the frame's difference from the plate is kept
 GHOST_COVERS = 0.85      # ... where its blob covers this share of the silhouette's pixels that nothing hides
+GHOST_BODY_COLOURED = 0.5  # ... or where less than this share of the blob beyond it shows the body's colour
 MAX_BLOB_RATIO = 6.0     # a blob larger than this many silhouettes is not fitted
 ATTITUDE_DEDUP_DEG = 0.5
 LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
@@ -1276,6 +1277,15 @@ def _covered_share(poly: np.ndarray, blob: np.ndarray, hidden: np.ndarray, unobs
     return 1.0 if n == 0 else float((seen & blob).sum()) / n
 
 
+def _beyond_unlike_body(roi: "_RoiFit", oid: str, fit: Fit, blob: np.ndarray) -> bool:
+    """Whether fewer than GHOST_BODY_COLOURED of the blob's pixels beyond the fitted silhouette and
+    its one-pixel blended rim show the body's colour (`_RoiFit.body_coloured`)."""
+    template = rasterise(fit.polygon, blob.shape)
+    beyond = blob & ~(cv2.dilate(template.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
+    n = int(beyond.sum())
+    return n > 0 and int(roi.body_coloured(oid, fit, template, beyond).sum()) < GHOST_BODY_COLOURED * n
+
+
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
                   keep_rims, scene_depth, limbs, shadows, faint=None, softness: float = 0.0, look=None,
                   size_scales=None):
@@ -1336,21 +1346,33 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             continue
         f = fs[0]
         moved, hid_there = by_look(oid, f, m, hid)
+        # the silhouette's agreement with the blob is read again where the look places it, with the
+        # weights the fit had
+        w = weight.copy()
+        w[hid | zone] = 0.0
         if moved is not None:
-            # the silhouette's agreement with the blob read again where the look placed it, with the
-            # weights the fit had
-            w = weight.copy()
-            w[hid | zone] = 0.0
             f, hid = replace(moved, iou=blob_agreement([moved.polygon], m, alpha, w, smear)), hid_there
+        body_coloured = m & strong[oid]
+        if video and f.iou < min_iou and int(body_coloured.sum()) >= MIN_BLOB_PX:
+            # a codec's ghost pulls the blob's centroid, and the fit and look started there, off the
+            # body along its track: the look is placed again from the centroid of the blob's pixels
+            # that show the body's colour, and the place that explains more of the frame is kept
+            again, hid_again = by_look(oid, replace(f, image_centre=blob_centroid(body_coloured)), m, hid)
+            if again is not None and (moved is None or again.explained > moved.explained):
+                moved = again
+                f, hid = replace(again, iou=blob_agreement([again.polygon], m, alpha, w, smear)), hid_again
         if f.iou < min_iou:
             # in a video frame, a blob wider than the body its look places may be a codec's ghost of
             # the body where it was (inter-frame prediction left uncorrected): the look decides, and
             # none of the blob's pixels outside the silhouette are kept. A ghost adds pixels to the
             # blob, it does not take the body's away: a blob that leaves much of the placed silhouette
-            # uncovered (part of the body gone, or drawn smaller) is no ghost. A single image has no
-            # such ghost: there the blob stands
-            if not video or moved is None or moved.explained < LOOK_EXPLAINS \
-                    or _covered_share(moved.polygon, m, hid, unobservable) < GHOST_COVERS:
+            # uncovered (part of the body gone, or drawn smaller) is no ghost. It is one where the look
+            # explains the frame, or where the blob beyond the silhouette mostly does not show the
+            # body's colour (a smear of shadow and plate: the look then explains little of a frame
+            # that much smear covers, but no body drawn larger looks like that). A single image has
+            # no such ghost: there the blob stands
+            if not video or moved is None or _covered_share(moved.polygon, m, hid, unobservable) < GHOST_COVERS \
+                    or (moved.explained < LOOK_EXPLAINS and not _beyond_unlike_body(roi, oid, moved, m)):
                 notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                              "shape prior not applied")
                 continue

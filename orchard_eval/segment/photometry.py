@@ -133,6 +133,10 @@ def _robust_fit(A: np.ndarray, P: np.ndarray, model: str) -> tuple:
     fitted = unclipped.sum(axis=0) >= MIN_CHANNEL_SAMPLES
     if not fitted.any():
         return a, g, b, 0.0, np.inf
+    gammas = (1.0,) if model == "affine" else GAMMAS
+    # each channel's plate levels raised to each γ once, not once per round
+    curves = {c: [(gam, 255.0 * (P[:, c] / 255.0) ** gam) for gam in gammas] for c in np.flatnonzero(fitted)} \
+        if model in ("power", "affine", "full") else {}
     for _round in range(4):
         for c in np.flatnonzero(fitted):
             wc = w * unclipped[:, c]
@@ -141,8 +145,7 @@ def _robust_fit(A: np.ndarray, P: np.ndarray, model: str) -> tuple:
             elif model == "gain":
                 a[c] = float(np.sum(wc * A[:, c] * P[:, c]) / max(np.sum(wc * P[:, c] ** 2), 1e-9))
             else:
-                a[c], g[c], b[c] = _fit_channel(P[:, c] / 255.0, A[:, c], wc, (1.0,) if model == "affine" else GAMMAS,
-                                                offset=model != "power")
+                a[c], g[c], b[c] = _fit_channel(curves[c], A[:, c], wc, offset=model != "power")
         for c in np.flatnonzero(~fitted):
             a[c], g[c], b[c] = a[fitted].mean(), g[fitted].mean(), b[fitted].mean()
         pred = np.clip(255.0 * a * (P / 255.0) ** g + b, 0.0, 255.0)
@@ -165,16 +168,16 @@ def _across_levels(r: np.ndarray, P: np.ndarray) -> float:
     return float(np.mean(meds)) if meds else float(np.median(r))
 
 
-def _fit_channel(x: np.ndarray, y: np.ndarray, w: np.ndarray, gammas, offset: bool = True
+def _fit_channel(curves: list[tuple[float, np.ndarray]], y: np.ndarray, w: np.ndarray, offset: bool = True
                  ) -> tuple[float, float, float]:
-    """Weighted least squares of y = 255·a·x^γ + b over the given γ (a, b linear given γ; b = 0
-    without `offset`)."""
+    """Weighted least squares of y = a·f + b over the given (γ, f = 255·x^γ) (a, b linear given γ;
+    b = 0 without `offset`)."""
     best = (np.inf, 1.0, 1.0, 0.0)
     sw = w.sum()
-    for gam in gammas:
-        f = 255.0 * x ** gam
+    my = (w * y).sum() / sw if offset else 0.0
+    for gam, f in curves:
         if offset:
-            mf, my = (w * f).sum() / sw, (w * y).sum() / sw
+            mf = (w * f).sum() / sw
             vf = (w * (f - mf) ** 2).sum()
             if vf < 1e-9:
                 continue

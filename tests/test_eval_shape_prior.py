@@ -398,9 +398,9 @@ def _ghosted_ball(strength: float = 0.4):
     return img, plate, truth, truth | trail, _OneLook(look)
 
 
-@pytest.mark.parametrize("video", [True, False])
-def test_a_codec_ghost_in_a_video_frame_is_no_part_of_the_body(video):
-    img, plate, truth, blob, looks = _ghosted_ball()
+@pytest.mark.parametrize("video,strength", [(True, 0.4), (False, 0.4), (False, 0.8)])
+def test_a_codec_ghost_beside_the_body_is_no_part_of_it(video, strength):
+    img, plate, truth, blob, looks = _ghosted_ball(strength)
     changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
     assert M.iou(blob, truth) < SP.MIN_FIT_IOU
     masks, centres, notes = SP.apply_shape_prior(
@@ -409,8 +409,14 @@ def test_a_codec_ghost_in_a_video_frame_is_no_part_of_the_body(video):
     if video:
         # the look places the body where it is and explains the frame: the silhouette is kept, the ghost not
         assert M.iou(masks["ball"], truth) >= 0.97, notes
+    elif strength < 0.5:
+        # a trail that does not show the body's colour (40 % of it over the plate: a codec's or a
+        # motion blur's) is no part of the body in an image either: the silhouette is kept, placed
+        # and sized by the look, which the trail pulls a little
+        assert M.iou(masks["ball"], truth) >= max(0.85, M.iou(blob, truth) + 0.2), notes
     else:
-        # a single image has no ghost of an earlier frame: a blob that disagrees stands
+        # in a single image a blob whose pixels beyond the silhouette show the body's colour may be
+        # the body drawn otherwise (no earlier frame left a ghost there): it stands
         assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)
 
 

@@ -29,7 +29,9 @@ What is measured and what is assumed:
   it: its silhouette claims every pixel nothing hides (a codec flattens parts of a moving body into
   the plate's colours, a tone curve or a label brings parts of it near the plate's) and pixels
   beyond are a codec's ghost or noise. A fit whose silhouette disagrees with the blob
-  (IoU < `MIN_FIT_IOU`) is not used at all;
+  (IoU < `MIN_FIT_IOU`) is used only where the blob covers it and what the blob holds beyond it
+  is shown not to be the body (`_apply_in_roi`: unlike the body's colour, or in a video frame a
+  ghost the look explains); elsewhere the blob stands;
 * supports in front of a body (a ramp's near edge, a track's rail) are known from the case's scene
   depth (the condition frame's depth with the objects removed, `EvalCase.scene_depth`): a pixel where
   that scene lies nearer than the body's front surface at the fitted pose is hidden. Hidden pixels
@@ -1362,17 +1364,17 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
                 moved = again
                 f, hid = replace(again, iou=blob_agreement([again.polygon], m, alpha, w, smear)), hid_again
         if f.iou < min_iou:
-            # in a video frame, a blob wider than the body its look places may be a codec's ghost of
-            # the body where it was (inter-frame prediction left uncorrected): the look decides, and
-            # none of the blob's pixels outside the silhouette are kept. A ghost adds pixels to the
-            # blob, it does not take the body's away: a blob that leaves much of the placed silhouette
-            # uncovered (part of the body gone, or drawn smaller) is no ghost. It is one where the look
-            # explains the frame, or where the blob beyond the silhouette mostly does not show the
-            # body's colour (a smear of shadow and plate: the look then explains little of a frame
-            # that much smear covers, but no body drawn larger looks like that). A single image has
-            # no such ghost: there the blob stands
-            if not video or moved is None or _covered_share(moved.polygon, m, hid, unobservable) < GHOST_COVERS \
-                    or (moved.explained < LOOK_EXPLAINS and not _beyond_unlike_body(roi, oid, moved, m)):
+            # a blob wider than the body its look places may hold more than the body: none of its
+            # pixels outside the silhouette are then kept. A ghost adds pixels to the blob, it does
+            # not take the body's away: a blob that leaves much of the placed silhouette uncovered
+            # (part of the body gone, or drawn smaller) stands. Beyond that, the blob's excess is no
+            # part of the body where it mostly does not show the body's colour (a codec's smear of
+            # shadow and plate, a JPEG's blocks, a faint trail: no body drawn larger looks like
+            # that), or, in a video frame, where the look explains the frame (a codec's ghost of
+            # the body where it was, inter-frame prediction left uncorrected; an image has no earlier
+            # frame, and there a body-coloured excess may be the body drawn otherwise)
+            if moved is None or _covered_share(moved.polygon, m, hid, unobservable) < GHOST_COVERS \
+                    or ((not video or moved.explained < LOOK_EXPLAINS) and not _beyond_unlike_body(roi, oid, moved, m)):
                 notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                              "shape prior not applied")
                 continue

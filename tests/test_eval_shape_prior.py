@@ -420,6 +420,30 @@ def test_a_codec_ghost_beside_the_body_is_no_part_of_it(video, strength):
         assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)
 
 
+@pytest.mark.parametrize("floor", [SP.GHOST_LOOK_FLOOR, -np.inf])
+def test_a_stain_where_the_body_should_be_is_no_ghost(monkeypatch, floor):
+    # the body is not drawn; a mottled stain in no colour of the body's lies where it was expected,
+    # larger than it. The stain covers the silhouette and nothing of it shows the body's colour, which
+    # the colour test alone would take for a smear around the body; but the body's look explains
+    # nothing there, so no body is placed and the blob stands (without that floor the silhouette
+    # would be claimed on a frame that shows no body)
+    monkeypatch.setattr(SP, "GHOST_LOOK_FLOOR", floor)
+    img, plate, truth, _, looks = _ghosted_ball(strength=0.0)
+    u, v = CAM.project(np.array([[0.03, 0.0, 0.5]]))[0]
+    r = float(np.sqrt(truth.sum() / np.pi))
+    stain = np.hypot(np.arange(W)[None, :] + 0.5 - u, np.arange(H)[:, None] + 0.5 - v) <= 1.8 * r
+    rng = np.random.default_rng(0)
+    img[stain] = np.clip(np.array([170.0, 175.0, 150.0]) + rng.normal(0, 20, (int(stain.sum()), 3)), 0, 255)
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    masks, _, notes = SP.apply_shape_prior(
+        {"ball": stain}, {"ball": sphere()}, CAM, img, plate, allowed=changed, ambiguous=np.zeros((H, W), bool),
+        unobservable=None, time=None, looks=looks, size_scales={"ball": 1.0})
+    if floor > 0:
+        assert np.array_equal(masks["ball"], stain) and any("not applied" in n for n in notes)
+    else:
+        assert not np.array_equal(masks["ball"], stain)
+
+
 @pytest.mark.parametrize("ghost_covers", [SP.GHOST_COVERS, 0.0])
 def test_a_body_partly_gone_is_no_codec_ghost(monkeypatch, ghost_covers):
     # the ball's upper half shows the plate (gone from the answer), beside it a ghost of where it was:

@@ -71,6 +71,7 @@ SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob
 LOOK_EXPLAINS = 0.4      # a fit whose look explains this share of the frame's difference from the plate is kept
 GHOST_COVERS = 0.85      # ... where its blob covers this share of the silhouette's pixels that nothing hides
 GHOST_BODY_COLOURED = 0.5  # ... or where less than this share of the blob beyond it shows the body's colour
+GHOST_LOOK_FLOOR = 0.2   # ... and the look explains at least this share (the body is there)
 MAX_BLOB_RATIO = 6.0     # a blob larger than this many silhouettes is not fitted
 ATTITUDE_DEDUP_DEG = 0.5
 LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
@@ -1370,11 +1371,14 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             # (part of the body gone, or drawn smaller) stands. Beyond that, the blob's excess is no
             # part of the body where it mostly does not show the body's colour (a codec's smear of
             # shadow and plate, a JPEG's blocks, a faint trail: no body drawn larger looks like
-            # that), or, in a video frame, where the look explains the frame (a codec's ghost of
+            # that) while the look explains some of the frame (a look that explains next to nothing
+            # places no body: a stain the blob holds instead of it would pass the colour test
+            # trivially), or, in a video frame, where the look explains the frame (a codec's ghost of
             # the body where it was, inter-frame prediction left uncorrected; an image has no earlier
             # frame, and there a body-coloured excess may be the body drawn otherwise)
             if moved is None or _covered_share(moved.polygon, m, hid, unobservable) < GHOST_COVERS \
-                    or ((not video or moved.explained < LOOK_EXPLAINS) and not _beyond_unlike_body(roi, oid, moved, m)):
+                    or ((not video or moved.explained < LOOK_EXPLAINS)
+                        and (moved.explained < GHOST_LOOK_FLOOR or not _beyond_unlike_body(roi, oid, moved, m))):
                 notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                              "shape prior not applied")
                 continue

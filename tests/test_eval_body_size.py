@@ -87,3 +87,35 @@ def test_frame0_reads_a_body_drawn_larger_through_blur_noise_and_its_anchor(k):
     cv2.circle(moved, (300, 120), 30, BODIES["a"][3], -1)
     cv2.circle(moved, (420, 230), 32, BODIES["b"][3], -1)
     assert "a" not in frame0_scales(moved, plate, ctx, None)
+
+
+def _striped(plate: np.ndarray, k: float) -> np.ndarray:
+    """Body "a" drawn with vertical stripes (8 px at the case's size), `k` times as large about its
+    centre, texture included; drawn at 4× and reduced."""
+    x, y, r, _ = BODIES["a"]
+    big = cv2.resize(plate, None, fx=4, fy=4, interpolation=cv2.INTER_NEAREST)
+    ys, xs = np.mgrid[0:big.shape[0], 0:big.shape[1]]
+    dx, dy = (xs - 4 * x - 2) / (4 * k), (ys - 4 * y - 2) / (4 * k)
+    inside = dx * dx + dy * dy <= r * r
+    light = (np.floor(dx / 8.0).astype(int) % 2) == 0
+    big[inside & light], big[inside & ~light] = (230, 120, 60), (120, 40, 20)
+    return cv2.resize(big, (plate.shape[1], plate.shape[0]), interpolation=cv2.INTER_AREA)
+
+
+def test_a_textured_body_drawn_larger_is_still_in_place():
+    # drawn 1.1 × about its centre, a striped body's interior no longer matches the condition
+    # frame's pixel for pixel (its stripes spread outward); it does once the condition frame is
+    # scaled alike, so frame 0 still shows it in place and its size is read. The same body drawn
+    # elsewhere matches at no scale
+    plate = _tiles(2)
+    cond = _striped(plate, 1.0)
+    x, y, r, _ = BODIES["a"]
+    ctx = SimpleNamespace(reference_image=cond, reference_masks={"a": _coverage(x, y, r, plate.shape[:2]) >= 0.5},
+                          cache={})
+    assert objects_in_place(cond, ctx, None)[0] == {"a"}
+    grown = _striped(plate, 1.1)
+    interior = cv2.erode(ctx.reference_masks["a"].astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    assert np.mean(np.abs(grown.astype(int) - cond.astype(int)).max(axis=2)[interior] <= 24) < 0.9
+    assert objects_in_place(grown, ctx, None)[0] == {"a"}
+    elsewhere = np.roll(grown, 3 * r, axis=1)
+    assert objects_in_place(elsewhere, ctx, None)[0] == set()

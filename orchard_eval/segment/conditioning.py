@@ -36,6 +36,7 @@ BLUR_STEPS = (0.6, 1.0, 1.5, 2.2)   # Gaussian σ (pixels) an answer's softness 
 BLUR_EXPLAINS = 0.8
 BACKGROUND_LEVELS = 24       # RGB levels (largest channel) a background pixel may differ by and still be the case's
 RIM_INTERIOR_AGREES = 0.9   # share of an object's interior frame 0 must show as the condition frame does
+IN_PLACE_SCALES = (1.05, 1.1, 1.15, 1.2)   # ... or as it does scaled this much about the object's centre
 GROUND_LEVELS = 2 * BACKGROUND_LEVELS   # how far the ground behind a body may be from `ground_from_plate`'s estimate
 BACKGROUND_CHANGED = 0.2     # share of frame 0's background beyond that: the answer shows another background
 
@@ -221,16 +222,36 @@ def answer_reference(ctx, marks: Landmarks | None) -> AnswerReference | None:
 def objects_in_place(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> tuple[set[str], int]:
     """The objects the answer's frame 0 (in the case's camera and photometry) shows where the
     condition frame shows them — each one's interior agrees within BACKGROUND_LEVELS on
-    RIM_INTERIOR_AGREES of its pixels (not hidden) —, and how many objects the condition frame shows."""
+    RIM_INTERIOR_AGREES of its pixels (not hidden), as the condition frame shows it or scaled by one
+    of IN_PLACE_SCALES about its centre (drawn larger) —, and how many objects the condition frame shows."""
     cond = ctx.reference_image
     parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
     diff = channel_difference(frame0, cond)
     shown = set()
     for oid, (_, interior) in parts.items():
-        inside = interior if hidden is None else interior & ~hidden
-        if inside.sum() >= 10 and np.mean(diff[inside] <= BACKGROUND_LEVELS) >= RIM_INTERIOR_AGREES:
+        if _interior_agrees(diff, interior, hidden) or any(
+                _interior_agrees(*_scaled_condition(frame0, cond, interior, k), hidden) for k in IN_PLACE_SCALES):
             shown.add(oid)
     return shown, len(parts)
+
+
+def _interior_agrees(diff: np.ndarray, interior: np.ndarray, hidden: np.ndarray | None) -> bool:
+    inside = interior if hidden is None else interior & ~hidden
+    return bool(inside.sum() >= 10 and np.mean(diff[inside] <= BACKGROUND_LEVELS) >= RIM_INTERIOR_AGREES)
+
+
+def _scaled_condition(frame0: np.ndarray, cond: np.ndarray, interior: np.ndarray, k: float
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Frame 0's difference from the condition frame scaled `k` times about an object's interior
+    centroid, and that interior scaled alike (a body frame 0 draws larger is still in place: its
+    texture and shading spread outward, which the unscaled comparison reads as another body)."""
+    ys, xs = np.nonzero(interior)
+    cx, cy = float(xs.mean()) + 0.5, float(ys.mean()) + 0.5
+    A = np.array([[k, 0.0, cx - k * cx + 0.5 * (k - 1.0)], [0.0, k, cy - k * cy + 0.5 * (k - 1.0)]])
+    size = (cond.shape[1], cond.shape[0])
+    scaled = cv2.warpAffine(cond, A, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    inside = cv2.warpAffine(interior.astype(np.uint8), A, size, flags=cv2.INTER_NEAREST) > 0
+    return channel_difference(frame0, scaled), inside
 
 
 def rim_softness(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> float:

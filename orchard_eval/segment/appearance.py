@@ -126,7 +126,7 @@ class Placement:
     explained: float = 0.0       # share of the background-alone cost the body removes, on the search window
 
 
-def _affine(scale: float, centre: tuple[float, float], at: tuple[float, float]) -> np.ndarray:
+def scale_about(scale: float, centre: tuple[float, float], at: tuple[float, float]) -> np.ndarray:
     """The 2×3 map (source pixel index → canvas pixel index) scaling about `centre` and moving it to
     `at`; pixel centres at +0.5 on both sides: x' + 0.5 = s (x + 0.5 − c) + at."""
     return np.array([[scale, 0.0, at[0] - scale * centre[0] + 0.5 * (scale - 1.0)],
@@ -137,7 +137,7 @@ def _warp(sprite: Sprite, scale: float, at: tuple[float, float], size: tuple[int
           interior: bool = False):
     """The sprite scaled about its centre and moved so that its centre lands at `at` in a canvas of
     `size` (width, height): (premultiplied colour, coverage, and with `interior` the body's interior)."""
-    A = _affine(scale, sprite.centre, at)
+    A = scale_about(scale, sprite.centre, at)
     kw = dict(flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     pre = cv2.warpAffine(sprite.premultiplied, A, size, **kw)
     alpha = cv2.warpAffine(sprite.alpha, A, size, **kw)
@@ -150,7 +150,7 @@ def _warp(sprite: Sprite, scale: float, at: tuple[float, float], size: tuple[int
 
 def _shade(sprite: Sprite, scale: float, at: tuple[float, float], size: tuple[int, int]) -> np.ndarray:
     """The sprite's shade layer laid with the body's centre at `at` in a canvas of `size`."""
-    return cv2.warpAffine(sprite.shade, _affine(scale, sprite.shade_centre, at), size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+    return cv2.warpAffine(sprite.shade, scale_about(scale, sprite.shade_centre, at), size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
                           borderValue=1.0)
 
 

@@ -69,6 +69,7 @@ ANSWER_ANNOTATION_RGB = (ANSWER_ORANGE,)   # F-G answers draw velocity arrows an
 SIZEABLE = 0.2             # a piece this share of the largest one's size may be an object of its own
 COMPARABLE = 0.5           # ... and one this share of it may be the object itself, drawn twice
 LIKENESS_NATS = 1.5        # ... if its colours are at most this much less likely (mean log-likelihood)
+LIKENESS_SIZED = 0.1       # pieces of this share of the largest's size or more are compared by their likeness
 SPLIT_SHARE = 0.25         # a piece larger than the largest object by this share of the smallest holds two
 DARK_RATIO, DARK_SPREAD = 0.85, 0.25   # a pixel below this share of the plate in every channel, alike within this, is shadow-like
 MIN_COLOURED = 0.3         # object-coloured changed pixels, as a share of the objects' area, below which colour is not used
@@ -677,7 +678,7 @@ def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int],
     comps = sorted(comps, key=lambda c: -int(c.sum()))
     like = comps
     if likeness is not None:
-        sized = [c for c in comps if c.sum() >= 0.1 * comps[0].sum()]
+        sized = [c for c in comps if c.sum() >= LIKENESS_SIZED * comps[0].sum()]
         if len(sized) > 1:
             score = [likeness(c) for c in sized]
             like = [c for c, v in zip(sized, score) if v >= max(score) - LIKENESS_NATS]

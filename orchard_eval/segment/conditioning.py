@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from .appearance import scale_about
 from .body_size import frame0_scales
 from .overlay import answer_overlay_mask
 from .photometry import ToneCurve, apply_inverse, channel_difference, fit_tone_curve
@@ -75,9 +76,8 @@ def _to_case_camera(image: np.ndarray, ctx, marks: Landmarks | None, notes: list
     does not show come back as the plate's and are returned as hidden. `start`: the camera of the
     answer's frame 0 (`AnswerReference.registration`): where the fit starts, the camera kept unless
     a warp explains the frame clearly better, and the camera taken where the plate has nothing to
-    register against. `search`: look for the camera globally where
-    no start finds it (an answer's first frame, a single image; a video's later frames start from
-    its frame 0's camera instead)."""
+    register against. `search`: look for the camera globally where no start finds it (an answer's
+    first frame, a single image; a video's later frames start from its frame 0's camera instead)."""
     size = (image.shape[1], image.shape[0])
     if marks is None:
         reg = start
@@ -246,8 +246,8 @@ def _scaled_condition(frame0: np.ndarray, cond: np.ndarray, interior: np.ndarray
     centroid, and that interior scaled alike (a body frame 0 draws larger is still in place: its
     texture and shading spread outward, which the unscaled comparison reads as another body)."""
     ys, xs = np.nonzero(interior)
-    cx, cy = float(xs.mean()) + 0.5, float(ys.mean()) + 0.5
-    A = np.array([[k, 0.0, cx - k * cx + 0.5 * (k - 1.0)], [0.0, k, cy - k * cy + 0.5 * (k - 1.0)]])
+    centre = (float(xs.mean()) + 0.5, float(ys.mean()) + 0.5)
+    A = scale_about(k, centre, centre)
     size = (cond.shape[1], cond.shape[0])
     scaled = cv2.warpAffine(cond, A, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     inside = cv2.warpAffine(interior.astype(np.uint8), A, size, flags=cv2.INTER_NEAREST) > 0

@@ -40,6 +40,9 @@ MIN_IMPROVED = 0.5       # share of landmarks a warp must fit clearly better tha
 SCALE_RANGE = (0.8, 1.8)
 ANISOTROPY = 0.04        # a camera zooms both axes alike: the scale ratio may differ this much from the answer's resize
 MAX_SHIFT = 0.12         # largest displacement (share of the frame width) searched for
+SEARCH_ZOOMS = (0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3)   # the global search's zooms (`_searched_starts`)
+SEARCH_STARTS = 3        # ... and how many of its best candidates become starts
+IDENTITY = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 
 
 @dataclass
@@ -71,8 +74,7 @@ def landmarks(plate: np.ndarray, exclude: np.ndarray | None = None) -> Landmarks
     g0 = grey(plate)
     h, w = g0.shape
     xy, val, grad = {}, {}, {}
-    for s in LEVELS:
-        g = cv2.GaussianBlur(_pyramid(g0, s), (0, 0), 0.8)
+    for s, g in _blurred(g0, LEVELS).items():
         gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3) / 8.0
         gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3) / 8.0
         mag = np.hypot(gx, gy)
@@ -163,10 +165,6 @@ def register(frame: np.ndarray, marks: Landmarks, starts: list[np.ndarray] | Non
                 if reg is not None and reg.residual < best_r:
                     best, best_r = reg, reg.residual
     return best
-
-
-SEARCH_ZOOMS = (0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3)
-SEARCH_STARTS = 3
 
 
 def _blurred(g0: np.ndarray, scales) -> dict[int, np.ndarray]:
@@ -317,9 +315,6 @@ def _register(pyr: dict[int, np.ndarray], marks: Landmarks, start: np.ndarray | 
     if inliers < MIN_INLIERS:
         return None
     return Registration(A, float(a), float(b), inliers, _corner_shift(A, IDENTITY, (w, h)), float(np.median(r_warp)))
-
-
-IDENTITY = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 
 
 def _corner_shift(A: np.ndarray, B: np.ndarray, size: tuple[int, int]) -> float:

@@ -555,3 +555,44 @@ def test_touching_lookalikes_in_an_image_are_each_sized_by_their_look():
     got = sorted((masks["a"], masks["b"]), key=lambda m: np.nonzero(m)[1].mean())
     assert M.iou(got[0], cl >= 0.5) > 0.97, notes
     assert M.iou(got[1], cr >= 0.5) > 0.97, notes
+
+
+def _floor_depth(z0):
+    """Depth map of a horizontal floor at height z0 below this camera (at z = 0.5, looking along +y)."""
+    v = np.arange(H)[:, None] + 0.5 - K[1, 2]
+    with np.errstate(divide="ignore"):
+        d = np.where(v > 0, (0.5 - z0) * K[1, 1] / v, np.inf)
+    return np.broadcast_to(d, (H, W)).astype(np.float32).copy()
+
+
+def test_a_body_resting_on_a_support_sinks_nowhere_and_one_placed_lower_does():
+    body, z0 = sphere(), 0.3
+    depth = _floor_depth(z0)
+    resting = np.array([0.0213, 0.0, z0 + 0.08])
+    assert SP.sunk_pixels(CAM, body, resting, np.eye(3), depth) == 0
+    sunk = resting - np.array([0.0, 0.0, 0.04])
+    assert SP.sunk_pixels(CAM, body, sunk, np.eye(3), depth) > SP.SINK_PX
+
+
+def test_a_body_half_drawn_on_its_support_is_placed_where_it_rests_not_sunk_into_it():
+    # a ball resting on a floor whose upper half the answer does not draw (the plate shown there):
+    # the floor could hide a ball placed lower, whose top would then be this blob; a ball cannot
+    # sink into its floor, so it is placed where it rests and its mask is what the answer shows
+    body, z0 = sphere(), 0.3
+    depth = _floor_depth(z0)
+    centre = np.array([0.0213, 0.0, z0 + 0.08])
+    plate = np.full((H, W, 3), 200, np.uint8)
+    plate[int(K[1, 2]):] = (120, 130, 110)              # the floor below the horizon
+    cover = _coverage(centre, 0.08)
+    v = CAM.project(centre[None])[0][1]
+    cover[np.arange(H) + 0.5 < v] = 0.0                 # the upper half vanished
+    img = cover[..., None] * np.array([200.0, 40.0, 30.0]) + (1 - cover[..., None]) * plate
+    img = np.clip(np.round(img), 0, 255).astype(np.uint8)
+    shown = cover >= 0.5
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    masks, centres, notes = SP.apply_shape_prior(
+        {"ball": changed}, {"ball": body}, CAM, img, plate, allowed=changed, ambiguous=np.zeros((H, W), bool),
+        unobservable=None, time=None, scene_depth=depth)
+    err = np.linalg.norm(np.array(centres["ball"]) - CAM.project(centre[None])[0])
+    assert err < 1.0, (err, notes)
+    assert M.iou(masks["ball"], shown) >= 0.9

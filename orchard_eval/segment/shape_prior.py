@@ -94,6 +94,9 @@ RIM_BAND_PX = 2.5       # distance from the outline within which the rim colour 
 RIM_REFIT_PX = 1.5      # a fit that ends farther from its start is refitted once, the rim shading moved there
 EDGE_SHIFT_MAX = 0.3    # largest rendered-rim offset (pixels) learned per direction (`LimbModel.edge_shift`)
 OCCLUSION_TOL_PX = 0.3  # the scene hides a body where it is nearer than its front by this (pixels at its depth)
+SINK_TOL_PX = 3.0       # a support's surface this far inside a body (pixels at its depth) is the body sinking into it
+SINK_PX = 4             # ... on more pixels than this
+LIFT_AGREEMENT = 0.02   # a sunk body refitted out of its support keeps that place where its agreement drops less
 OCCLUSION_ROUNDS = 3    # fit ↔ hidden-pixel iterations at most
 OCCLUSION_SETTLED_PX = 2  # ... stopped once the hidden set changes by no more pixels than this
 SHADOW_SETTLED_PX = 8   # ... and the distrusted shadow pixels (a widened band: a few pixels move with the pose)
@@ -229,24 +232,33 @@ class Camera:
                     ) -> np.ndarray:
         """Depth (metres along the optical axis) where the ray through each image point (us, vs)
         first meets the body at this pose; +inf where it misses."""
+        return self.depth_span(body, centre, R, us, vs)[0]
+
+    def depth_span(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, us: np.ndarray, vs: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Depths (metres along the optical axis) where the ray through each image point (us, vs)
+        enters and leaves the body at this pose; both +inf where it misses."""
         d = np.linalg.solve(self.K, np.stack([us, vs, np.ones_like(us)]).astype(np.float64))  # z-component 1
         c = self.R @ centre + self.t
         out = np.full(d.shape[1], np.inf)
+        back = np.full(d.shape[1], np.inf)
         if body.shape == "sphere":
             r = float(body.size["radius"])
             a, b = np.einsum("ij,ij->j", d, d), c @ d
             disc = b * b - a * (c @ c - r * r)
             ok = disc >= 0.0
             out[ok] = (b[ok] - np.sqrt(disc[ok])) / a[ok]
+            back[ok] = (b[ok] + np.sqrt(disc[ok])) / a[ok]
         else:
             # the bounding planes moved to camera coordinates; every ray starts at the camera centre
             normals = body.faces[:, :3] @ (self.R @ R).T
             offsets = body.faces[:, 3] - normals @ c
             near, far, crosses = slab_span(offsets[None, :], (normals @ d).T)
             ok = crosses & (near <= far) & np.isfinite(near)
-            out[ok] = near[ok]
-        out[out <= 0] = np.inf
-        return out
+            out[ok], back[ok] = near[ok], far[ok]
+        missed = out <= 0
+        out[missed], back[missed] = np.inf, np.inf
+        return out, back
 
     def silhouette(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, coarse: bool = False
                    ) -> np.ndarray | None:
@@ -315,6 +327,34 @@ def hidden_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.nda
     hid = np.isfinite(front) & (scene[ys, xs] < front - tol)
     out[ys[hid] + y0, xs[hid] + x0] = True
     return out
+
+
+def sunk_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, scene_depth: np.ndarray
+                ) -> int:
+    """How many pixels of the body's silhouette at this pose see the static scene's surface inside
+    the body, deeper than SINK_TOL_PX (at the body's depth) from both of its faces: the body sinks
+    into a support there. A body resting on a support touches its surface and sinks nowhere; one
+    placed lower than its support allows does, and the support then hides a part of it that no
+    answer can have drawn hidden."""
+    poly = camera.silhouette(body, centre, R, coarse=True)
+    if poly is None:
+        return 0
+    h, w = scene_depth.shape
+    x0, y0 = max(int(np.floor(poly[:, 0].min())), 0), max(int(np.floor(poly[:, 1].min())), 0)
+    x1, y1 = min(int(np.ceil(poly[:, 0].max())) + 1, w), min(int(np.ceil(poly[:, 1].max())) + 1, h)
+    if x1 <= x0 or y1 <= y0:
+        return 0
+    zc = camera.depth(centre)
+    reach = float(np.linalg.norm(body._coarse, axis=1).max()) if body.shape != "sphere" else float(body.size["radius"])
+    scene = scene_depth[y0:y1, x0:x1]
+    cand = np.isfinite(scene) & (scene > zc - reach) & (scene < zc + reach)
+    if not cand.any():
+        return 0
+    ys, xs = np.nonzero(cand)
+    near, far = camera.depth_span(body, centre, R, xs + x0 + 0.5, ys + y0 + 0.5)
+    tol = SINK_TOL_PX * zc / camera.K[0, 0]
+    z = scene[ys, xs]
+    return int(np.sum(np.isfinite(near) & (z > near + tol) & (z < far - tol)))
 
 
 def signed_distance(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
@@ -403,6 +443,7 @@ class Fit:
     image_centre: tuple[float, float]
     body: "BodyPrior | None" = None   # the rigid model at the size the answer draws it, where a look found another
     explained: float = 0.0      # share of the frame's difference from the background its look explains
+    lifted: bool = False        # fitted again out of a support it had sunk into (`_RoiFit.fit_visible`)
 
 
 def blob_centroid(mask: np.ndarray) -> tuple[float, float]:
@@ -1117,7 +1158,9 @@ class _RoiFit:
         again = fit_bodies(self.camera, [self.bodies[i] for i in ids], [[f.image_centre for f in fs]], blob, alpha,
                            weight, self.time, [self.limbs.get(i) for i in ids], [f.attitude for f in fs],
                            smear_px=self.smear_px)
-        return (fs, keep_now) if again is None else (again, keep_now)
+        if again is None:
+            return fs, keep_now
+        return [replace(a, lifted=f.lifted) for a, f in zip(again, fs)], keep_now
 
     def placed_by_look(self, oid: str, fit: "Fit", sprite: "appearance.Sprite", own: np.ndarray,
                        hidden: np.ndarray, softness: float, size_scale: float) -> "Fit | None":
@@ -1181,6 +1224,29 @@ class _RoiFit:
         out = np.zeros_like(pixels)
         out[win] = pixels[win] & keep
         return out
+
+    def sinks(self, oid: str, f: Fit) -> bool:
+        """Whether the fitted body sinks into the static scene (`sunk_pixels`) on more than SINK_PX pixels."""
+        return self.scene_depth is not None and sunk_pixels(
+            self.camera, f.body or self.bodies[oid], f.centre, f.attitude, self.scene_depth) > SINK_PX
+
+    def lifted(self, oid: str, f: Fit) -> tuple[float, float]:
+        """An image start for body `oid` that does not sink into the scene: its fitted centre raised
+        (world up, +z, within its motion plane) in steps of a quarter of its extent, as far as
+        needed (two extents at most)."""
+        body = f.body or self.bodies[oid]
+        up = np.array([0.0, 0.0, 1.0]) - body.plane_normal[2] * body.plane_normal
+        if float(np.linalg.norm(up)) < 1e-6:
+            return f.image_centre
+        up /= np.linalg.norm(up)
+        reach = float(np.linalg.norm(body._coarse, axis=1).max()) if body.shape != "sphere" else float(body.size["radius"])
+        X = np.asarray(f.centre, float)
+        for k in range(1, 9):
+            X = np.asarray(f.centre, float) + 0.25 * k * reach * up
+            if sunk_pixels(self.camera, body, X, f.attitude, self.scene_depth) <= SINK_PX:
+                break
+        uv = self.camera.project(X[None])[0]
+        return float(uv[0]), float(uv[1])
 
     def hidden_at(self, ids: list[str], fs: list[Fit] | None, starts: list[tuple[float, float]] | None) -> np.ndarray:
         """Pixels the scene hides of these bodies, at fitted poses or at image start positions."""
@@ -1247,13 +1313,26 @@ class _RoiFit:
         window = (weight > 0) & (cv2.dilate(blob.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0)
         fs = None
         rounds = OCCLUSION_ROUNDS if self.scene_depth is not None or self.shadows is not None else 1
-        for _round in range(rounds):
+        sunk, kept = False, None
+        left = rounds
+        while left > 0:
+            left -= 1
             w = weight.copy()
             w[hidden | zone] = 0.0
             fs = fit_bodies(self.camera, [self.bodies[i] for i in ids], starts, blob, alpha, w, self.time,
                             None if not self.limbs else [self.limbs.get(i) for i in ids], smear_px=self.smear_px)
             if fs is None or rounds == 1:
                 break
+            sinking = [] if sunk else [self.sinks(i, f) for i, f in zip(ids, fs)]
+            if any(sinking):
+                # a body sunk into a support: the support "hides" what the blob lacks of it (a body
+                # partly drawn). No body can be there: fitted again, once, from a place lifted out
+                # of the scene, with what the scene hides there
+                sunk, left = True, left + 1
+                kept = (fs, hidden, zone)
+                starts = [[self.lifted(i, f) if down else f.image_centre for i, f, down in zip(ids, fs, sinking)]]
+                hidden = self.hidden_at(ids, None, starts[0])
+                continue
             now = self.hidden_at(ids, fs, None)
             now_zone = zone
             fitted_at = np.array([f.image_centre for f in fs])
@@ -1267,6 +1346,13 @@ class _RoiFit:
             if settled:
                 break
             starts = [[f.image_centre for f in fs]]
+        if sunk:
+            if fs is None or min(f.iou for f in fs) < min(f.iou for f in kept[0]) - LIFT_AGREEMENT \
+                    or any(self.sinks(i, f) for i, f in zip(ids, fs)):
+                # the blob says the body is where the scene's surface cuts it (a ball in a track's
+                # groove, a model that draws it so): the first fit stands
+                return kept
+            fs = [replace(f, lifted=True) for f in fs]
         return fs, hidden, zone
 
 
@@ -1302,6 +1388,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     strong: dict[str, np.ndarray] = {}
     joint: set[str] = set()
     hidden: dict[str, np.ndarray] = {}
+    placed: dict[str, tuple[float, float]] = {}     # bodies partly drawn: placed, their blob trimmed
+    trimmed: dict[str, np.ndarray] = {}
 
     def by_look(oid: str, f: Fit, own: np.ndarray, hid: np.ndarray) -> tuple[Fit | None, np.ndarray]:
         """`f` moved where the body's look places it (None where it cannot say), and the pixels the
@@ -1349,6 +1437,14 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             continue
         f = fs[0]
         moved, hid_there = by_look(oid, f, m, hid)
+        g = f if moved is None else moved
+        if f.lifted and _covered_share(g.polygon, m, hid_there if moved is not None else hid, unobservable) < GHOST_COVERS:
+            # a body that fits its blob only sunk into a support, and whose blob leaves much of it
+            # uncovered where it can rest, is partly drawn: where it is, the lifted fit (placed by
+            # its look) says; what it shows, its blob within the silhouette there and its blended rim
+            placed[oid] = g.image_centre
+            trimmed[oid] = m & (cv2.dilate(rasterise(g.polygon, shape).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
+            continue
         # the silhouette's agreement with the blob is read again where the look places it, with the
         # weights the fit had
         w = weight.copy()
@@ -1385,8 +1481,8 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             strong[oid] = np.zeros_like(strong[oid])
         fits[oid], hidden[oid] = f, hid
     if not fits:
-        return masks, {}, notes
-    out = dict(masks)
+        return {**masks, **trimmed}, placed, notes
+    out = {**masks, **trimmed}
     templates = {oid: rasterise(f.polygon, shape) for oid, f in fits.items()}
     ring_k = np.ones((3, 3), np.uint8)
     # the blended rim: one pixel, or as far as the answer smears a body's colour outward
@@ -1457,4 +1553,4 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     for oid in out:
         if oid not in fits:
             out[oid] = out[oid] & (owner == -1)
-    return out, {oid: f.image_centre for oid, f in fits.items()}, notes
+    return out, {**placed, **{oid: f.image_centre for oid, f in fits.items()}}, notes

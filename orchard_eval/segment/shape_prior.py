@@ -1349,8 +1349,8 @@ class _RoiFit:
         if sunk:
             if fs is None or min(f.iou for f in fs) < min(f.iou for f in kept[0]) - LIFT_AGREEMENT \
                     or any(self.sinks(i, f) for i, f in zip(ids, fs)):
-                # the blob says the body is where the scene's surface cuts it (a ball in a track's
-                # groove, a model that draws it so): the first fit stands
+                # the blob holds the body where the scene's surface cuts it (a fit a pixel low
+                # where rays graze a curved track, a model that draws it so): the first fit stands
                 return kept
             fs = [replace(f, lifted=True) for f in fs]
         return fs, hidden, zone

@@ -132,6 +132,14 @@ class BodyPrior:
         self._coarse = body_points(self.shape, self.size, FIT_CIRCLE_POINTS)
         self._faces: np.ndarray | None = None
 
+    @property
+    def reach(self) -> float:
+        """Farthest distance (metres) of the solid's surface from its centre (its coarse hull's, a
+        sphere's radius)."""
+        if self.shape == "sphere":
+            return float(self.size["radius"])
+        return float(np.linalg.norm(self._coarse, axis=1).max())
+
     def scaled(self, factor: float) -> "BodyPrior":
         """The same body `factor` times as large (linear)."""
         return replace(self, size={k: factor * v for k, v in self.size.items()})
@@ -316,7 +324,7 @@ def hidden_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.nda
     if x1 <= x0 or y1 <= y0:
         return out
     zc = camera.depth(centre)
-    reach = float(np.linalg.norm(body._coarse, axis=1).max()) if body.shape != "sphere" else float(body.size["radius"])
+    reach = body.reach
     scene = scene_depth[y0:y1, x0:x1]
     cand = scene < zc + reach          # nothing farther than the body's far side can hide it
     if not cand.any():
@@ -345,7 +353,7 @@ def sunk_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarr
     if x1 <= x0 or y1 <= y0:
         return 0
     zc = camera.depth(centre)
-    reach = float(np.linalg.norm(body._coarse, axis=1).max()) if body.shape != "sphere" else float(body.size["radius"])
+    reach = body.reach
     scene = scene_depth[y0:y1, x0:x1]
     cand = np.isfinite(scene) & (scene > zc - reach) & (scene < zc + reach)
     if not cand.any():
@@ -1239,7 +1247,7 @@ class _RoiFit:
         if float(np.linalg.norm(up)) < 1e-6:
             return f.image_centre
         up /= np.linalg.norm(up)
-        reach = float(np.linalg.norm(body._coarse, axis=1).max()) if body.shape != "sphere" else float(body.size["radius"])
+        reach = body.reach
         X = np.asarray(f.centre, float)
         for k in range(1, 9):
             X = np.asarray(f.centre, float) + 0.25 * k * reach * up
@@ -1438,7 +1446,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         f = fs[0]
         moved, hid_there = by_look(oid, f, m, hid)
         g = f if moved is None else moved
-        if f.lifted and _covered_share(g.polygon, m, hid_there if moved is not None else hid, unobservable) < GHOST_COVERS:
+        if f.lifted and _covered_share(g.polygon, m, hid_there, unobservable) < GHOST_COVERS:
             # a body that fits its blob only sunk into a support, and whose blob leaves much of it
             # uncovered where it can rest, is partly drawn: where it is, the lifted fit (placed by
             # its look) says; what it shows, its blob within the silhouette there and its blended rim

@@ -574,6 +574,21 @@ def test_a_body_resting_on_a_support_sinks_nowhere_and_one_placed_lower_does():
     assert SP.sunk_pixels(CAM, body, sunk, np.eye(3), depth) > SP.SINK_PX
 
 
+def test_a_body_a_pixel_low_on_a_support_seen_edge_on_does_not_sink():
+    # this camera sees the floor under the ball at about 6 degrees: the rays through the ball's lower
+    # rim run a long way inside a ball only a pixel or two low. Sinking is how deep the support lies
+    # inside the body, not how far a ray runs through it
+    body, z0 = sphere(), 0.3
+    depth = _floor_depth(z0)
+    px = 2.0 / K[0, 0]                      # one pixel at the ball's depth, in metres
+    resting = np.array([0.0213, 0.0, z0 + 0.08])
+    assert SP.sunk_pixels(CAM, body, resting - np.array([0.0, 0.0, 1.5 * px]), np.eye(3), depth) == 0
+    assert SP.sunk_pixels(CAM, body, resting - np.array([0.0, 0.0, 5.0 * px]), np.eye(3), depth) > SP.SINK_PX
+    cube = SP.BodyPrior("box", "cube", {"edge": 0.16}, np.zeros(3), np.array([0.0, 1.0, 0.0]))
+    assert SP.sunk_pixels(CAM, cube, resting - np.array([0.0, 0.0, 1.5 * px]), np.eye(3), depth) == 0
+    assert SP.sunk_pixels(CAM, cube, resting - np.array([0.0, 0.0, 5.0 * px]), np.eye(3), depth) > SP.SINK_PX
+
+
 def test_a_body_half_drawn_on_its_support_is_placed_where_it_rests_not_sunk_into_it():
     # a ball resting on a floor whose upper half the answer does not draw (the plate shown there):
     # the floor could hide a ball placed lower, whose top would then be this blob; a ball cannot

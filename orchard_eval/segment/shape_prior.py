@@ -154,6 +154,13 @@ class BodyPrior:
             self._faces = np.unique(np.round(eq, 9), axis=0)
         return self._faces
 
+    def depth_inside(self, points: np.ndarray) -> np.ndarray:
+        """How deep (metres) each body-frame point (N, 3) lies inside the solid: its distance to the
+        nearest face (exact inside a convex solid), negative outside."""
+        if self.shape == "sphere":
+            return float(self.size["radius"]) - np.linalg.norm(points, axis=1)
+        return -(points @ self.faces[:, :3].T + self.faces[:, 3]).max(axis=1)
+
     def candidate_attitudes(self, time: float | None) -> list[np.ndarray]:
         if self.shape == "sphere" or self.attitude_times is None or not self.attitudes:
             return [np.eye(3)]
@@ -240,33 +247,29 @@ class Camera:
                     ) -> np.ndarray:
         """Depth (metres along the optical axis) where the ray through each image point (us, vs)
         first meets the body at this pose; +inf where it misses."""
-        return self.depth_span(body, centre, R, us, vs)[0]
-
-    def depth_span(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, us: np.ndarray, vs: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Depths (metres along the optical axis) where the ray through each image point (us, vs)
-        enters and leaves the body at this pose; both +inf where it misses."""
         d = np.linalg.solve(self.K, np.stack([us, vs, np.ones_like(us)]).astype(np.float64))  # z-component 1
         c = self.R @ centre + self.t
         out = np.full(d.shape[1], np.inf)
-        back = np.full(d.shape[1], np.inf)
         if body.shape == "sphere":
             r = float(body.size["radius"])
             a, b = np.einsum("ij,ij->j", d, d), c @ d
             disc = b * b - a * (c @ c - r * r)
             ok = disc >= 0.0
             out[ok] = (b[ok] - np.sqrt(disc[ok])) / a[ok]
-            back[ok] = (b[ok] + np.sqrt(disc[ok])) / a[ok]
         else:
             # the bounding planes moved to camera coordinates; every ray starts at the camera centre
             normals = body.faces[:, :3] @ (self.R @ R).T
             offsets = body.faces[:, 3] - normals @ c
             near, far, crosses = slab_span(offsets[None, :], (normals @ d).T)
             ok = crosses & (near <= far) & np.isfinite(near)
-            out[ok], back[ok] = near[ok], far[ok]
-        missed = out <= 0
-        out[missed], back[missed] = np.inf, np.inf
-        return out, back
+            out[ok] = near[ok]
+        out[out <= 0] = np.inf
+        return out
+
+    def unproject(self, us: np.ndarray, vs: np.ndarray, depth: np.ndarray) -> np.ndarray:
+        """World points (N, 3) seen at image points (us, vs) at `depth` (metres along the optical axis)."""
+        d = np.linalg.solve(self.K, np.stack([us, vs, np.ones_like(us)]).astype(np.float64))  # z-component 1
+        return (d * np.asarray(depth, np.float64)[None, :] - self.t[:, None]).T @ self.R
 
     def silhouette(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, coarse: bool = False
                    ) -> np.ndarray | None:
@@ -340,10 +343,12 @@ def hidden_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.nda
 def sunk_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, scene_depth: np.ndarray
                 ) -> int:
     """How many pixels of the body's silhouette at this pose see the static scene's surface inside
-    the body, deeper than SINK_TOL_PX (at the body's depth) from both of its faces: the body sinks
-    into a support there. A body resting on a support touches its surface and sinks nowhere; one
-    placed lower than its support allows does, and the support then hides a part of it that no
-    answer can have drawn hidden."""
+    the body, deeper than SINK_TOL_PX (at the body's depth) from its surface: the body sinks into a
+    support there. A body resting on a support touches its surface and sinks nowhere; one placed
+    lower than its support allows does, and the support then hides a part of it that no answer can
+    have drawn hidden. Depth inside is measured to the body's nearest face, not along the pixel's
+    ray: a ray that grazes a support (a track seen edge-on) runs far through a body only a pixel
+    low."""
     poly = camera.silhouette(body, centre, R, coarse=True)
     if poly is None:
         return 0
@@ -359,10 +364,9 @@ def sunk_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarr
     if not cand.any():
         return 0
     ys, xs = np.nonzero(cand)
-    near, far = camera.depth_span(body, centre, R, xs + x0 + 0.5, ys + y0 + 0.5)
+    X = camera.unproject(xs + x0 + 0.5, ys + y0 + 0.5, scene[ys, xs])
     tol = SINK_TOL_PX * zc / camera.K[0, 0]
-    z = scene[ys, xs]
-    return int(np.sum(np.isfinite(near) & (z > near + tol) & (z < far - tol)))
+    return int(np.sum(body.depth_inside((X - centre) @ R) > tol))
 
 
 def signed_distance(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
@@ -1199,7 +1203,8 @@ class _RoiFit:
         poly = None if X is None else self.camera.silhouette(b, X, fit.attitude)
         if poly is None:
             return None
-        return Fit(X, fit.attitude, poly, fit.iou, p.uv, body=b if p.size != 1.0 else None, explained=p.explained)
+        return Fit(X, fit.attitude, poly, fit.iou, p.uv, body=b if p.size != 1.0 else None, explained=p.explained,
+                   lifted=fit.lifted)
 
     def _object_like(self, alpha: np.ndarray, weight: np.ndarray, win=(slice(None), slice(None))) -> np.ndarray:
         """Pixels (of the window `win`) that read as the object: on luma evidence (or, where luma cannot
@@ -1357,8 +1362,8 @@ class _RoiFit:
         if sunk:
             if fs is None or min(f.iou for f in fs) < min(f.iou for f in kept[0]) - LIFT_AGREEMENT \
                     or any(self.sinks(i, f) for i, f in zip(ids, fs)):
-                # the blob holds the body where the scene's surface cuts it (a fit a pixel low
-                # where rays graze a curved track, a model that draws it so): the first fit stands
+                # the blob holds the body where the scene's surface cuts it (a model that draws
+                # it so): the first fit stands
                 return kept
             fs = [replace(f, lifted=True) for f in fs]
         return fs, hidden, zone
@@ -1446,10 +1451,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         f = fs[0]
         moved, hid_there = by_look(oid, f, m, hid)
         g = f if moved is None else moved
-        if f.lifted and _covered_share(g.polygon, m, hid_there, unobservable) < GHOST_COVERS:
-            # a body that fits its blob only sunk into a support, and whose blob leaves much of it
-            # uncovered where it can rest, is partly drawn: where it is, the lifted fit (placed by
-            # its look) says; what it shows, its blob within the silhouette there and its blended rim
+        if f.lifted and _covered_share(g.polygon, m | allowed, hid_there, unobservable) < GHOST_COVERS:
+            # a body that fits its blob only sunk into a support, and where it can rest shows the
+            # plate on much of its silhouette, is partly drawn: where it is, the lifted fit (placed by
+            # its look) says; what it shows, its blob within the silhouette there and its blended rim.
+            # Pixels that differ from the plate are drawn, even where the colour gate left them out
+            # of the blob (an answer that recolours the body)
             placed[oid] = g.image_centre
             trimmed[oid] = m & (cv2.dilate(rasterise(g.polygon, shape).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
             continue
@@ -1460,7 +1467,10 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if moved is not None:
             f, hid = replace(moved, iou=blob_agreement([moved.polygon], m, alpha, w, smear)), hid_there
         body_coloured = m & strong[oid]
-        if video and f.iou < min_iou and int(body_coloured.sum()) >= MIN_BLOB_PX:
+        # a body lifted out of a support was refitted agreeing with its blob up to LIFT_AGREEMENT less
+        # than where it sank (the blob's pixels the support's surface holds): it is held to that less
+        need = min_iou - LIFT_AGREEMENT if f.lifted else min_iou
+        if video and f.iou < need and int(body_coloured.sum()) >= MIN_BLOB_PX:
             # a codec's ghost pulls the blob's centroid, and the fit and look started there, off the
             # body along its track: the look is placed again from the centroid of the blob's pixels
             # that show the body's colour, and the place that explains more of the frame is kept
@@ -1468,7 +1478,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             if again is not None and (moved is None or again.explained > moved.explained):
                 moved = again
                 f, hid = replace(again, iou=blob_agreement([again.polygon], m, alpha, w, smear)), hid_again
-        if f.iou < min_iou:
+        if f.iou < need:
             # a blob wider than the body its look places may hold more than the body: none of its
             # pixels outside the silhouette are then kept. A ghost adds pixels to the blob, it does
             # not take the body's away: a blob that leaves much of the placed silhouette uncovered

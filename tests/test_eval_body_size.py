@@ -119,3 +119,25 @@ def test_a_textured_body_drawn_larger_is_still_in_place():
     assert objects_in_place(grown, ctx, None)[0] == {"a"}
     elsewhere = np.roll(grown, 3 * r, axis=1)
     assert objects_in_place(elsewhere, ctx, None)[0] == set()
+
+
+def test_a_look_drawn_larger_close_to_the_camera_is_a_body_grown_by_less():
+    # a cube half a metre across, 1.2 m before this camera, seen face on: grown 10 % about its
+    # centre, its near face comes 2.5 cm nearer, and its silhouette grows by more than 10 %. The
+    # model's scale is read back from the silhouette's size; far away the two agree
+    from orchard_eval.segment import shape_prior as SP
+    from orchard_eval.segment.body_size import model_scale
+
+    K = np.array([[300.0, 0.0, 160.0], [0.0, 300.0, 120.0], [0.0, 0.0, 1.0]])
+    cam = SP.Camera(K, np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.5], [0.0, 1.0, 0.0, 0.0]]))
+    cube = SP.BodyPrior("box", "cube", {"edge": 0.5}, np.zeros(3), np.array([0.0, 1.0, 0.0]))
+
+    def drawn(centre, k):
+        area = [cv2.contourArea(cam.silhouette(b, centre, np.eye(3)).astype(np.float32)) for b in (cube, cube.scaled(k))]
+        return float(np.sqrt(area[1] / area[0]))
+
+    near, far = np.array([0.0, 1.2, 0.5]), np.array([0.0, 30.0, 0.5])
+    assert drawn(near, 1.1) > 1.12
+    assert model_scale(cam, cube, near, np.eye(3), drawn(near, 1.1)) == pytest.approx(1.1, abs=1e-3)
+    assert model_scale(cam, cube, far, np.eye(3), drawn(far, 1.1)) == pytest.approx(1.1, abs=1e-3)
+    assert abs(drawn(far, 1.1) - 1.1) < 0.002

@@ -6,7 +6,9 @@ between the two outlines and places the centre of the smaller outline. A video's
 input scene, so each body is where the condition frame shows it: `frame0_scales` reads its size
 there from its look (`appearance.place_and_size`: the body as GT frame 0 shows it, scaled and moved
 to where it explains frame 0 best, over frame 0's own background). A factor of SCALE_DETECTED or
-more scales the body's rigid model for the whole answer (`scaled_bodies`). A single image (an F-G
+more scales the body's rigid model for the whole answer (`scaled_bodies`), by the factor that draws
+its silhouette that much larger (`model_scale`: a look's size is an image's, a model's is the
+body's, and perspective tells them apart for a body close to the camera). A single image (an F-G
 answer) has no frame 0: the shape prior reads the size from the same look on the image itself.
 """
 from __future__ import annotations
@@ -19,11 +21,43 @@ from .matting import FIT_CHROMA_WEIGHT, weighted_ycc
 
 SCALE_DETECTED = 1.04        # a body drawn this much larger (linear) than the case's is drawn larger
 OTHERS_PX = 2                # another object's pixels, grown this far, say nothing of this one
+MODEL_SCALE_STEPS = 4        # fixed-point steps from a drawn size to the model's
 
 
-def scaled_bodies(bodies: dict, scales: dict[str, float]) -> dict:
-    """The rigid models with each body in `scales` that many times as large."""
-    return {oid: b if oid not in scales else b.scaled(scales[oid]) for oid, b in bodies.items()}
+def scaled_bodies(bodies: dict, scales: dict[str, float], camera=None, where: dict | None = None) -> dict:
+    """The rigid models with each body in `scales` drawn that many times as large as the case draws
+    it where `where` (image positions) puts it (`model_scale`; with no camera or position, the
+    factor scales the model as it is)."""
+    out = {}
+    for oid, b in bodies.items():
+        if oid not in scales:
+            out[oid] = b
+            continue
+        placed = None if camera is None or (where or {}).get(oid) is None else camera.place(b, where[oid], 0.0)
+        out[oid] = b.scaled(scales[oid] if placed is None else model_scale(camera, b, *placed, scales[oid]))
+    return out
+
+
+def model_scale(camera, body, centre: np.ndarray, attitude: np.ndarray, drawn: float) -> float:
+    """The linear factor of the body's rigid model whose silhouette at (centre, attitude) is `drawn`
+    times as large (square root of its area) as the model's own: a body close to the camera that
+    grows brings its near side nearer, which the perspective enlarges more than the body grew, so a
+    look drawn 13 % larger can be a body 10 % larger. Fixed-point steps (the silhouette grows about
+    as the body does)."""
+    def size(f: float) -> float | None:
+        poly = camera.silhouette(body.scaled(f), centre, attitude)
+        return None if poly is None else float(np.sqrt(max(cv2.contourArea(poly.astype(np.float32)), 0.0)))
+
+    base = size(1.0)
+    if base is None or base <= 0.0 or drawn == 1.0:
+        return drawn
+    f = drawn
+    for _ in range(MODEL_SCALE_STEPS):
+        now = size(f)
+        if now is None or now <= 0.0:
+            return drawn
+        f *= drawn * base / now
+    return f
 
 
 def frame0_scales(frame0: np.ndarray, background: np.ndarray, ctx, hidden: np.ndarray | None,

@@ -997,7 +997,8 @@ def _drawn_bodies(ctx: SegmentContext, scales: dict[str, float]) -> dict[str, Bo
     if not scales:
         return ctx.bodies
     if "drawn_bodies" not in ctx.answer_cache:
-        ctx.answer_cache["drawn_bodies"] = scaled_bodies(ctx.bodies, scales)
+        where = ctx.expected_at(0.0) if ctx.expected_at is not None else None
+        ctx.answer_cache["drawn_bodies"] = scaled_bodies(ctx.bodies, scales, ctx.camera, where)
     return ctx.answer_cache["drawn_bodies"]
 
 

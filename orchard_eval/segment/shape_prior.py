@@ -60,6 +60,7 @@ from scipy.optimize import minimize
 
 from ..metrics import backproject_to_plane, camera_center, mask_centroid, project_points
 from . import appearance
+from .body_size import model_scale
 from .matting import FIT_CHROMA_WEIGHT, nearest_inside, weighted_ycc
 
 CIRCLE_POINTS = 64
@@ -1197,10 +1198,12 @@ class _RoiFit:
                                           softness)
         if p is None:
             return None
-        if p.size != 1.0:
-            b = b.scaled(p.size)
         X = self.camera.ray_plane(p.uv, b.plane_point, b.plane_normal)
-        poly = None if X is None else self.camera.silhouette(b, X, fit.attitude)
+        if X is None:
+            return None
+        if p.size != 1.0:
+            b = b.scaled(model_scale(self.camera, b, X, fit.attitude, p.size))
+        poly = self.camera.silhouette(b, X, fit.attitude)
         if poly is None:
             return None
         return Fit(X, fit.attitude, poly, fit.iou, p.uv, body=b if p.size != 1.0 else None, explained=p.explained,

@@ -166,6 +166,32 @@ def test_answer_strokes_survive_jpeg_but_an_orange_body_is_not_a_stroke():
     assert (found & ball).sum() < 0.05 * ball.sum()
 
 
+def test_an_arrow_from_an_orange_balls_centre_leaves_the_balls_shading_observable():
+    # the F-G arrow starts at the object's centre. A pale orange ball on a cream plate, shaded
+    # darker to its rim as a render shades it (colours read off a suite answer): a band of its
+    # shading reads as orange blended with the plate, thin like a text stroke. The ball beside that
+    # band explains it as well as it explains itself: it is no stroke
+    plate = np.empty((H, W, 3), np.uint8)
+    plate[:] = (255, 249, 229)
+    yy, xx = np.mgrid[0:H, 0:W]
+    r = np.hypot(xx - 200.5, yy - 180.5)
+    prof_r = np.array([0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22.0])
+    prof = np.array([[255, 243, 162], [255, 243, 162], [255, 235, 155], [255, 227, 146], [252, 219, 142],
+                     [248, 211, 138], [237, 203, 133], [224, 191, 125], [205, 176, 115], [174, 152, 103],
+                     [131, 117, 88], [131, 117, 88]], float)
+    ball = np.stack([np.interp(r, prof_r, prof[:, c]) for c in range(3)], axis=2)
+    cover = np.clip(21.5 - r, 0, 1)[..., None]
+    frame = np.round(cover * ball + (1 - cover) * plate).astype(np.uint8)
+    rgb, alpha = X.answer_overlay((W, H), [((200.5, 180.5), (280, 180.5))], [((290, 170), "v = 0.82")])
+    frame = X.composite(frame, rgb, alpha)
+    drawn = alpha > 0.5
+    away = (r <= 20) & ~(cv2.dilate(drawn.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0)
+    for im in (frame, X.image_codec(frame, "jpeg", 90), X.image_codec(frame, "jpeg", 75)):
+        found = answer_overlay_mask(im, (ANSWER_ORANGE,), background=plate)
+        assert (found & drawn).sum() > 0.99 * drawn.sum()
+        assert (found & away).sum() < 0.15 * away.sum()     # 42 % before what lies beside was read
+
+
 def _scene_with_bodies(seed: int = 3):
     from types import SimpleNamespace
 

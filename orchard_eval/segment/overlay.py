@@ -10,6 +10,10 @@ image, the same way for every model:
 * strokes only: a connected group of seeds counts when it is shaped like an arrow or text, i.e. its
   largest inscribed disc has a radius of at most `max(4, MAX_STROKE_RADIUS · height)` pixels (arrow
   heads included); a large filled orange area is not an annotation;
+* a codec's smear: pixels beside a stroke, and thin lines on their own, that read as the answer colour
+  blended with what lies beside them (the frame `BESIDE_PX` out, filled in under them): over the
+  plate that is the plate; over a body it is the body, so a band of an orange body's shading, thin
+  as a text stroke, is not taken for one;
 * the anti-aliased fringe: the accepted strokes are grown by `FRINGE_PX` pixels, `BLOCKY_FRINGE_PX`
   in a strongly block-coded image (`blockiness`), whose codec smears the colour further;
 * a cap: when the accepted overlay covers more than `MAX_FRACTION` of the image, nothing is treated
@@ -33,6 +37,7 @@ MIN_SEED_AREA = 3
 BLEND_CONTRAST = 60.0      # RGB distance between the answer colour and the background for a blend to tell
 BLEND_STROKE_RADIUS = 2.5  # largest inscribed radius (px) of a line found by its blend alone (a text stroke)
 BLEND_OFF_LINE = 0.3       # distance from the blend line (share of that contrast) a blended pixel may have
+BESIDE_PX = 4              # what lies beside a stroke is read this far out (beyond a codec's smear)
 
 
 def answer_overlay_mask(rgb: np.ndarray, colours: tuple[tuple[int, int, int], ...] = (ANSWER_ORANGE,),
@@ -48,24 +53,29 @@ def answer_overlay_mask(rgb: np.ndarray, colours: tuple[tuple[int, int, int], ..
         return out
     img = rgb[..., :3].astype(np.int32)
     exact = np.zeros((h, w), bool)
-    blended = np.zeros((h, w), bool)
     for c in colours:
-        d2 = np.sum((img - np.asarray(c, np.int32)) ** 2, axis=2)
-        exact |= d2 <= tolerance * tolerance
-        if background is not None and background.shape == rgb.shape:
-            blended |= _blended_with(img.astype(np.float32), background.astype(np.float32), np.asarray(c, np.float32))
+        exact |= np.sum((img - np.asarray(c, np.int32)) ** 2, axis=2) <= tolerance * tolerance
+    blended = np.zeros((h, w), bool)
+    if background is not None and background.shape == rgb.shape:
+        blended = _blended_any(img.astype(np.float32), background.astype(np.float32), colours)
     rmax = max(4.0, MAX_STROKE_RADIUS * h)
     strokes = _strokes(exact, rmax)
     if blended.any():
         # what a codec smeared (JPEG keeps the chroma at half resolution): pixels beside a stroke
         # found by colour that read as its blend with the background, and thin lines of such blends
         # on their own (text no pixel of which kept the colour). Thin only — a body of a like
-        # colour (an orange ball's lit face) reads as such a blend all over
+        # colour (an orange ball's lit face) reads as such a blend with the plate all over
         near = cv2.dilate(strokes.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        alone = _strokes(blended & ~near, BLEND_STROKE_RADIUS)
+        # a stroke differs from what lies beside it, a body's shading does not: the band where an
+        # orange ball's shading passes through the blend is thin, yet the ball beside it (the frame
+        # a few pixels out, filled in under the candidates) explains it as well as it explains itself
+        beside = _beside(rgb, strokes | alone)
+        blended &= _blended_any(img.astype(np.float32), beside, colours)
         grown = strokes | (blended & near)
         # a stroke with its fringe is still a stroke; what grew thick was a body of the colour, with
         # the codec's odd pixel of the exact colour in it
-        strokes = _strokes(grown, rmax) | _strokes(blended & ~near, BLEND_STROKE_RADIUS)
+        strokes = _strokes(grown, rmax) | _strokes(blended & alone, BLEND_STROKE_RADIUS)
     if not strokes.any():
         return out
     k = 2 * (BLOCKY_FRINGE_PX if blockiness(rgb) > BLOCKY else FRINGE_PX) + 1
@@ -101,6 +111,22 @@ def _strokes(seeds: np.ndarray, rmax: float, min_area: int = MIN_SEED_AREA) -> n
     keep = (inscribed <= rmax) & (stats[:, cv2.CC_STAT_AREA] >= min_area)
     keep[0] = False
     return keep[labels]
+
+
+def _beside(rgb: np.ndarray, strokes: np.ndarray) -> np.ndarray:
+    """What lies beside `strokes`: the frame BESIDE_PX pixels out, filled in under them (inpainting),
+    as float RGB."""
+    hole = cv2.dilate(strokes.astype(np.uint8), np.ones((2 * BESIDE_PX + 1,) * 2, np.uint8))
+    frame = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
+    return cv2.inpaint(frame, hole, BESIDE_PX, cv2.INPAINT_TELEA).astype(np.float32) if hole.any() \
+        else frame.astype(np.float32)
+
+
+def _blended_any(img: np.ndarray, background: np.ndarray, colours) -> np.ndarray:
+    out = np.zeros(img.shape[:2], bool)
+    for c in colours:
+        out |= _blended_with(img, background, np.asarray(c, np.float32))
+    return out
 
 
 def _blended_with(img: np.ndarray, background: np.ndarray, colour: np.ndarray) -> np.ndarray:

@@ -248,7 +248,7 @@ class Camera:
                     ) -> np.ndarray:
         """Depth (metres along the optical axis) where the ray through each image point (us, vs)
         first meets the body at this pose; +inf where it misses."""
-        d = np.linalg.solve(self.K, np.stack([us, vs, np.ones_like(us)]).astype(np.float64))  # z-component 1
+        d = self.rays(us, vs)
         c = self.R @ centre + self.t
         out = np.full(d.shape[1], np.inf)
         if body.shape == "sphere":
@@ -269,8 +269,11 @@ class Camera:
 
     def unproject(self, us: np.ndarray, vs: np.ndarray, depth: np.ndarray) -> np.ndarray:
         """World points (N, 3) seen at image points (us, vs) at `depth` (metres along the optical axis)."""
-        d = np.linalg.solve(self.K, np.stack([us, vs, np.ones_like(us)]).astype(np.float64))  # z-component 1
-        return (d * np.asarray(depth, np.float64)[None, :] - self.t[:, None]).T @ self.R
+        return (self.rays(us, vs) * np.asarray(depth, np.float64)[None, :] - self.t[:, None]).T @ self.R
+
+    def rays(self, us: np.ndarray, vs: np.ndarray) -> np.ndarray:
+        """Directions (3, N), camera coordinates, z-component 1, of the rays through image points (us, vs)."""
+        return np.linalg.solve(self.K, np.stack([us, vs, np.ones_like(us)]).astype(np.float64))
 
     def silhouette(self, body: BodyPrior, centre: np.ndarray, R: np.ndarray, coarse: bool = False
                    ) -> np.ndarray | None:

@@ -55,9 +55,10 @@ def answer_overlay_mask(rgb: np.ndarray, colours: tuple[tuple[int, int, int], ..
     exact = np.zeros((h, w), bool)
     for c in colours:
         exact |= np.sum((img - np.asarray(c, np.int32)) ** 2, axis=2) <= tolerance * tolerance
+    frame = img.astype(np.float32)
     blended = np.zeros((h, w), bool)
     if background is not None and background.shape == rgb.shape:
-        blended = _blended_any(img.astype(np.float32), background.astype(np.float32), colours)
+        blended = _blended_any(frame, background.astype(np.float32), colours)
     rmax = max(4.0, MAX_STROKE_RADIUS * h)
     strokes = _strokes(exact, rmax)
     if blended.any():
@@ -71,7 +72,7 @@ def answer_overlay_mask(rgb: np.ndarray, colours: tuple[tuple[int, int, int], ..
         # orange ball's shading passes through the blend is thin, yet the ball beside it (the frame
         # a few pixels out, filled in under the candidates) explains it as well as it explains itself
         beside = _beside(rgb, strokes | alone)
-        blended &= _blended_any(img.astype(np.float32), beside, colours)
+        blended &= _blended_any(frame, beside, colours)
         grown = strokes | (blended & near)
         # a stroke with its fringe is still a stroke; what grew thick was a body of the colour, with
         # the codec's odd pixel of the exact colour in it

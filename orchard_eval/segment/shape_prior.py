@@ -317,23 +317,32 @@ def slab_span(signed: np.ndarray, nd: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return near, far, ~((nd == 0) & (signed > 0)).any(axis=-1)
 
 
+def _silhouette_window(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, shape: tuple[int, int],
+                       pad: int) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1): the pixels of a frame of `shape` around the body's coarse silhouette at this
+    pose, `pad` pixels more each way (one more to the right and below: the outline's ceiling); None
+    where it projects nowhere in the frame."""
+    poly = camera.silhouette(body, centre, R, coarse=True)
+    if poly is None:
+        return None
+    h, w = shape
+    x0, y0 = max(int(np.floor(poly[:, 0].min())) - pad, 0), max(int(np.floor(poly[:, 1].min())) - pad, 0)
+    x1, y1 = min(int(np.ceil(poly[:, 0].max())) + 1 + pad, w), min(int(np.ceil(poly[:, 1].max())) + 1 + pad, h)
+    return None if x1 <= x0 or y1 <= y0 else (x0, y0, x1, y1)
+
+
 def hidden_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarray, scene_depth: np.ndarray
                   ) -> np.ndarray:
     """Pixels of the body's silhouette at this pose where the static scene (`scene_depth`, +inf where
     unknown) lies in front of the body's surface: a support that hides it there."""
     out = np.zeros(scene_depth.shape, bool)
-    poly = camera.silhouette(body, centre, R, coarse=True)
-    if poly is None:
+    window = _silhouette_window(camera, body, centre, R, scene_depth.shape, 1)
+    if window is None:
         return out
-    h, w = scene_depth.shape
-    x0, y0 = max(int(np.floor(poly[:, 0].min())) - 1, 0), max(int(np.floor(poly[:, 1].min())) - 1, 0)
-    x1, y1 = min(int(np.ceil(poly[:, 0].max())) + 2, w), min(int(np.ceil(poly[:, 1].max())) + 2, h)
-    if x1 <= x0 or y1 <= y0:
-        return out
+    x0, y0, x1, y1 = window
     zc = camera.depth(centre)
-    reach = body.reach
     scene = scene_depth[y0:y1, x0:x1]
-    cand = scene < zc + reach          # nothing farther than the body's far side can hide it
+    cand = scene < zc + body.reach          # nothing farther than the body's far side can hide it
     if not cand.any():
         return out
     ys, xs = np.nonzero(cand)
@@ -353,14 +362,10 @@ def sunk_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarr
     have drawn hidden. Depth inside is measured to the body's nearest face, not along the pixel's
     ray: a ray that grazes a support (a track seen edge-on) runs far through a body only a pixel
     low."""
-    poly = camera.silhouette(body, centre, R, coarse=True)
-    if poly is None:
+    window = _silhouette_window(camera, body, centre, R, scene_depth.shape, 0)
+    if window is None:
         return 0
-    h, w = scene_depth.shape
-    x0, y0 = max(int(np.floor(poly[:, 0].min())), 0), max(int(np.floor(poly[:, 1].min())), 0)
-    x1, y1 = min(int(np.ceil(poly[:, 0].max())) + 1, w), min(int(np.ceil(poly[:, 1].max())) + 1, h)
-    if x1 <= x0 or y1 <= y0:
-        return 0
+    x0, y0, x1, y1 = window
     zc = camera.depth(centre)
     reach = body.reach
     scene = scene_depth[y0:y1, x0:x1]

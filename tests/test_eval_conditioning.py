@@ -284,6 +284,40 @@ def test_the_ground_behind_a_body_is_what_it_uncovers_not_a_body_that_arrives_la
     assert np.mean(np.abs(med - ground).max(axis=2)[a > 0] <= 12) < 0.5
 
 
+def test_a_body_resting_through_most_of_an_answer_is_no_part_of_its_background():
+    from types import SimpleNamespace
+
+    from orchard_eval.segment.conditioning import _seen_later, t0_region
+
+    plate = textured_plate(3)                          # the case's floor; the answer's is plain cream
+    ground = np.full((H, W, 3), (235, 225, 205), np.uint8)
+    ground[:70] = (185, 195, 210)
+    start, rest = np.zeros((H, W), np.uint8), np.zeros((H, W), np.uint8)
+    cv2.circle(start, (200, 150), 25, 1, -1)           # where the condition frame shows the body
+    cv2.circle(rest, (420, 260), 25, 1, -1)            # where it lands and rests
+
+    def frame(y: int | None):
+        f = ground.copy()
+        if y is not None:
+            cv2.circle(f, (420, y), 25, (150, 70, 50), -1)
+        return f
+
+    # a reversed answer: the body rests where it landed through its first frames, then rises
+    frame0 = frame(260)
+    later = [frame(260), frame(260), frame(260), frame(180), frame(120), frame(None)]
+    cond = plate.copy()
+    cond[start > 0] = (150, 70, 50)
+    ctx = SimpleNamespace(background=plate, reference_image=cond, reference_masks={"a": start > 0}, cache={},
+                          answer_cache={}, answer_frames=later, input_layer=None)
+    bg = _seen_later(ctx, None, None, t0_region(ctx), frame0)
+    err = np.abs(bg.astype(int) - ground.astype(int)).max(axis=2)
+    assert np.mean(err[rest > 0] <= 12) >= 0.98
+    assert np.mean(err <= 12) >= 0.99
+    # the median over the frames takes the body, which rests there longest, for the ground
+    med = np.median(np.stack([frame0] + later), axis=0)
+    assert np.mean(np.abs(med - ground).max(axis=2)[rest > 0] <= 12) < 0.5
+
+
 def test_block_coded_images_are_told_from_renders():
     from orchard_eval.segment.overlay import blockiness
 

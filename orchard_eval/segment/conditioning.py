@@ -322,7 +322,10 @@ def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.
     (frame 0 included, each in the case's camera and photometry), which leaves out what moves;
     where frame 0 showed the objects, their shadows or drawn labels (`fill`), the median over the
     frames that no longer show frame 0 there (the objects left), and where every frame still shows
-    frame 0 there, the bodies inpainted from around (a body that never moves)."""
+    frame 0 there, the bodies inpainted from around (a body that never moves). Where the frames
+    disagree (something moves there), the median of those nearest the ground expected there
+    (`_nearest_ground`): a body that rests on one spot through most of the answer (a reversed
+    answer's landing, played first) is no background."""
     S, V = _later_frames(ctx, marks, curve, frame0)
     out = np.median(S, axis=0).astype(np.uint8)
     # what no frame shows: the objects at t = 0 inpainted from around; a shadow or a label there
@@ -335,7 +338,30 @@ def _seen_later(ctx, marks: Landmarks | None, curve: ToneCurve | None, fill: np.
     med = _valid_median(S, V)
     use = fill & (V.sum(axis=0) >= max(2, (len(S) - 1) // 3))
     out[use] = np.clip(med[use], 0, 255).astype(np.uint8)
+    moving = (np.abs(S.astype(np.int16) - out[None].astype(np.int16)).max(axis=3) > BACKGROUND_LEVELS).any(axis=0)
+    if moving.any():
+        _nearest_ground(out, S, np.ones(S.shape[:3], bool), ground_from_plate(out, ctx, moving), moving)
     return out
+
+
+def _nearest_ground(out: np.ndarray, S: np.ndarray, V: np.ndarray, around: np.ndarray, hole: np.ndarray) -> None:
+    """Fill `out`'s `hole` in place: per pixel, of the stacked frames `S` that `V` marks, the median
+    of those closest to the ground expected there (`around`: the plate in the answer's colours,
+    `ground_from_plate`) within BACKGROUND_LEVELS of the closest, where the closest is within
+    GROUND_LEVELS of it: the ground a body uncovers is seen at one value, another body that arrives
+    there or its shadow at another. A pixel no frame shows near the expected ground keeps its value
+    (the bodies there only change places). One frame will do: an answer may be sampled at a few
+    times only."""
+    S, V = S[:, hole], V[:, hole]                      # (frames, hole pixels, 3) and (frames, hole pixels)
+    D = np.abs(S.astype(np.int16) - around[hole].astype(np.int16)[None]).max(axis=2)
+    D[~V] = np.iinfo(np.int16).max
+    dmin = D.min(axis=0, keepdims=True)
+    member = V & (D <= dmin + BACKGROUND_LEVELS) & (dmin <= GROUND_LEVELS)
+    med = _valid_median(S, member)
+    use = member.any(axis=0)
+    values = out[hole]
+    values[use] = np.clip(med[use], 0, 255).astype(np.uint8)
+    out[hole] = values
 
 
 def _later_frames(ctx, marks: Landmarks | None, curve: ToneCurve | None, frame0: np.ndarray
@@ -432,18 +458,7 @@ def _behind_input_objects(ctx, marks: Landmarks | None, curve: ToneCurve | None,
     bodies = _t0_bodies(ctx, hole)
     out[bodies] = cv2.inpaint(frame0, bodies.astype(np.uint8), 3, cv2.INPAINT_TELEA)[bodies]
     S, V = _later_frames(ctx, marks, curve, frame0)
-    S, V = S[:, hole], V[:, hole]                      # (frames, hole pixels, 3) and (frames, hole pixels)
-    D = np.abs(S.astype(np.int16) - around[hole].astype(np.int16)[None]).max(axis=2)
-    D[~V] = np.iinfo(np.int16).max
-    dmin = D.min(axis=0, keepdims=True)
-    # the closest values are the ground only when they are near what is expected (else no frame
-    # uncovers the pixel: the bodies there only change places)
-    member = V & (D <= dmin + BACKGROUND_LEVELS) & (dmin <= GROUND_LEVELS)
-    med = _valid_median(S, member)
-    use = member.any(axis=0)      # one frame will do: the answer may be sampled at a few times only
-    values = out[hole]
-    values[use] = np.clip(med[use], 0, 255).astype(np.uint8)
-    out[hole] = values
+    _nearest_ground(out, S, V, around, hole)
     return out
 
 

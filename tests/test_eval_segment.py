@@ -86,6 +86,38 @@ def test_objects_on_white(scene):
     assert not blank.union().any() and "no object found" in blank.notes
 
 
+def _lit_on_white(scene, white, masks):
+    """`white` with each disc shaded as a lit ball is: 1.25 × its colour at its upper left down to
+    0.45 × at its lower right (a spread of colours, as a rendered body shows)."""
+    yy, xx = np.mgrid[0:scene.height, 0:scene.width] + 0.5
+    img = white.astype(float)
+    for m in masks.values():
+        cy, cx, r = yy[m].mean(), xx[m].mean(), np.sqrt(m.sum() / np.pi)
+        shade = np.clip(0.85 - 0.4 * ((xx - cx) + (yy - cy)) / (1.414 * r), 0.45, 1.25)
+        img[m] *= shade[m][:, None]
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def test_objects_drawn_in_permuted_colours_are_told_apart_by_position():
+    # a P-G answer that draws both bodies where they are, its colour channels permuted (R, G, B →
+    # B, R, G): the first body's new colours fall within the second's colour model, the second's
+    # within no one's. Colour alone gives the second body the first one's place and leaves the
+    # second one's piece to no one; a body found on less than half of it next to a piece of a
+    # body's size that no one took says colour cannot tell them apart, and position does
+    p, v = syn.uniform(-0.8, 0.6, 0.0)
+    q, w = syn.uniform(0.7, 1.2, 0.0)
+    sc = syn.Scene(width=192, height=128, discs=[syn.Disc("a", 1, (164, 142, 93), 0.3, p, v),
+                                                  syn.Disc("b", 2, (121, 173, 167), 0.3, q, w)])
+    white, inst = sc.white(0.0)
+    gt = gt_masks(sc, inst)
+    lit = _lit_on_white(sc, white, gt)
+    ctx = SegmentContext(["a", "b"], lit, gt, background=None)
+    assert object_mask_iou(ClassicalSegmenter().segment(lit, ctx).masks, gt, match="identity").value > 0.95
+    out = ClassicalSegmenter().segment(lit[..., [2, 0, 1]], ctx)
+    assert any("told apart by position" in n for n in out.notes)
+    assert object_mask_iou(out.masks, gt, match="identity").value > 0.95
+
+
 def _twin_discs(left_z: float, right_z: float, speed: float) -> syn.Scene:
     """Two discs of one colour moving towards each other from x = ∓1 m at heights left_z, right_z."""
     p, v = syn.uniform(-1.0, left_z, speed)

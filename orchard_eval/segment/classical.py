@@ -661,6 +661,21 @@ def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, imag
     return False
 
 
+def _colour_left_one_out(masks: dict[str, np.ndarray], foreground: np.ndarray, ctx: SegmentContext,
+                         image: np.ndarray, plate: np.ndarray | None) -> bool:
+    """Whether colour found an object that the reference shows on less than half its area there
+    while a piece of the `foreground` that no object took is the size of an object
+    (`_off_colour_body`'s test, every pixel counted as off-colour)."""
+    if not any(m is not None and int(masks.get(i, np.zeros(1, bool)).sum()) < 0.5 * int(m.sum())
+               for i, m in ctx.reference_masks.items()):
+        return False
+    taken = np.zeros(foreground.shape, bool)
+    for m in masks.values():
+        taken |= m
+    left = foreground & ~taken
+    return bool(left.any()) and _off_colour_body(left, np.zeros(int(left.sum()), bool), ctx, image, plate)
+
+
 def _one_body(comps: list[np.ndarray], reach: float, shape: tuple[int, int],
               prior: np.ndarray | None = None, likeness=None) -> np.ndarray:
     """One object's pieces: its largest component and the others of at least a tenth of its size
@@ -849,54 +864,10 @@ class ClassicalSegmenter:
         ctx.cache["contrast"] = out
         return out
 
-    def segment(self, image: np.ndarray, context: SegmentContext) -> Segmentation:
-        ctx = context
-        image = np.asarray(image, dtype=np.uint8)
-        notes: list[str] = []
-        if not ctx.on_white and ctx.background.shape != image.shape:
-            raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
-        # read the frame as a render of ours: the case's camera, the plate's photometry, drawn layers
-        # unobservable (segment/conditioning.py)
-        view = white_view(image, ctx) if ctx.on_white else scene_view(image, ctx, self._likely_object(ctx))
-        image, ignore, plate = view.image, view.unobservable, view.plate
-        notes.extend(view.notes)
-        models = self._models(ctx, view)
-        eligible = None
-        lab = to_lab(image)
-        bins = bin_index(lab)
-        if ctx.on_white:
-            fg, _ = white_foreground(image)
-            changed = float(fg.mean())
-        else:
-            diff = plate_foreground(image, plate, [m for m in models.values() if m is not None],
-                                    shadow_gain=self._shadow_gain(ctx), ignore=ignore,
-                                    plate_lab=self._plate_lab(ctx, view), lab=lab,
-                                    edge_band=self._edge_band(ctx, view), bins=bins)
-            fg, changed, shadow_like, faint = diff.foreground, diff.changed_fraction, diff.shadow_like, diff.faint
-            eligible = diff.changed | diff.shadow
-            if ignore is not None:
-                eligible |= ignore
-        min_area = max(12, int(2e-4 * fg.size))
-        known = [m for m in models.values() if m is not None]
-        colourless = False
-        if known and fg.any():
-            # colour gate: drop changed pixels whose colour none of the objects shows (leftover
-            # annotations, other clutter), then clean up again
-            best = np.max(np.stack([m.prob[bins[fg]] for m in known]), axis=0)
-            keep = best >= GATE_DENSITY / N_BINS
-            expected = sum(int(m.sum()) for m in ctx.reference_masks.values() if m is not None)
-            if keep.sum() < MIN_COLOURED * expected or _off_colour_body(fg, keep, ctx, image, plate):
-                # the changed pixels with an object's colour cannot make up the objects (a fraction
-                # of their size at t = 0): the answer drew them in other colours; colour can then
-                # neither gate nor tell them apart, position does
-                colourless = True
-                notes.append("changed pixels unlike every object's colour: objects told apart by position")
-            else:
-                gated = np.zeros_like(fg)
-                gated[fg] = keep
-                if gated.sum() < fg.sum():
-                    notes.append(f"{int(fg.sum() - gated.sum())} changed pixels match no object colour (ignored)")
-                fg = clean_mask(gated, protect=ignore)
+    def _assign(self, ctx: SegmentContext, fg: np.ndarray, models, bins: np.ndarray, min_area: int,
+                ignore: np.ndarray | None, colourless: bool) -> tuple[dict[str, np.ndarray], list[list[str]]]:
+        """The foreground's pixels to objects: by colour where the objects' colour models differ (and
+        `colourless` is not set), by position within a group that looks alike; and those groups."""
         ids = list(ctx.object_ids)
         masks = {i: np.zeros(fg.shape, bool) for i in ids}
         priors = {}
@@ -941,6 +912,67 @@ class ClassicalSegmenter:
                     else:
                         masks.update(_assign_by_position(gmask, g, priors, min_area, ignore, self._split_px(ctx, g),
                                                          {i: self._reach(ctx, i) for i in g}))
+        return masks, alike
+
+    def segment(self, image: np.ndarray, context: SegmentContext) -> Segmentation:
+        ctx = context
+        image = np.asarray(image, dtype=np.uint8)
+        notes: list[str] = []
+        if not ctx.on_white and ctx.background.shape != image.shape:
+            raise ValueError(f"clean plate {ctx.background.shape} and frame {image.shape} differ in size")
+        # read the frame as a render of ours: the case's camera, the plate's photometry, drawn layers
+        # unobservable (segment/conditioning.py)
+        view = white_view(image, ctx) if ctx.on_white else scene_view(image, ctx, self._likely_object(ctx))
+        image, ignore, plate = view.image, view.unobservable, view.plate
+        notes.extend(view.notes)
+        models = self._models(ctx, view)
+        eligible = None
+        lab = to_lab(image)
+        bins = bin_index(lab)
+        if ctx.on_white:
+            fg, _ = white_foreground(image)
+            changed = float(fg.mean())
+        else:
+            diff = plate_foreground(image, plate, [m for m in models.values() if m is not None],
+                                    shadow_gain=self._shadow_gain(ctx), ignore=ignore,
+                                    plate_lab=self._plate_lab(ctx, view), lab=lab,
+                                    edge_band=self._edge_band(ctx, view), bins=bins)
+            fg, changed, shadow_like, faint = diff.foreground, diff.changed_fraction, diff.shadow_like, diff.faint
+            eligible = diff.changed | diff.shadow
+            if ignore is not None:
+                eligible |= ignore
+        min_area = max(12, int(2e-4 * fg.size))
+        known = [m for m in models.values() if m is not None]
+        colourless = False
+        ungated = fg
+        if known and fg.any():
+            # colour gate: drop changed pixels whose colour none of the objects shows (leftover
+            # annotations, other clutter), then clean up again
+            best = np.max(np.stack([m.prob[bins[fg]] for m in known]), axis=0)
+            keep = best >= GATE_DENSITY / N_BINS
+            expected = sum(int(m.sum()) for m in ctx.reference_masks.values() if m is not None)
+            if keep.sum() < MIN_COLOURED * expected or _off_colour_body(fg, keep, ctx, image, plate):
+                # the changed pixels with an object's colour cannot make up the objects (a fraction
+                # of their size at t = 0): the answer drew them in other colours; colour can then
+                # neither gate nor tell them apart, position does
+                colourless = True
+                notes.append("changed pixels unlike every object's colour: objects told apart by position")
+            else:
+                gated = np.zeros_like(fg)
+                gated[fg] = keep
+                if gated.sum() < fg.sum():
+                    notes.append(f"{int(fg.sum() - gated.sum())} changed pixels match no object colour (ignored)")
+                fg = clean_mask(gated, protect=ignore)
+        ids = list(ctx.object_ids)
+        masks, alike = self._assign(ctx, fg, models, bins, min_area, ignore, colourless)
+        if known and not colourless and len(ids) > 1 and _colour_left_one_out(masks, ungated, ctx, image, plate):
+            # colour found an object on less than half of it while a piece of the foreground the
+            # size of an object is no one's: the answer drew the objects in other colours, one nearer
+            # another's model (colours permuted); colour cannot tell them apart, position does
+            notes.append("colour found an object on less than half of it and an object-sized piece is no one's: "
+                         "objects told apart by position")
+            colourless, fg = True, ungated
+            masks, alike = self._assign(ctx, fg, models, bins, min_area, ignore, True)
         if eligible is not None:
             # convex silhouettes: recover hull pixels that look like the plate or its shadow
             taken = np.zeros(fg.shape, bool)

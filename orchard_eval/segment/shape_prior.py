@@ -70,6 +70,7 @@ MIN_BLOB_PX = 20
 SMEAR_PER_SIGMA = 2.0    # a blurred edge's colour reaches this many σ outside the outline
 SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob fills all round
 LOOK_EXPLAINS = 0.4      # a fit whose look explains this share of the frame's difference from the plate is kept
+LOOK_EXPLAINS_IMAGE = 0.85  # ... in a single image, where an excess may be the body drawn otherwise, this share
 GHOST_COVERS = 0.85      # ... where its blob covers this share of the silhouette's pixels that nothing hides
 GHOST_BODY_COLOURED = 0.5  # ... or where less than this share of the blob beyond it shows the body's colour
 GHOST_LOOK_FLOOR = 0.2   # ... and the look explains at least this share (the body is there)
@@ -1498,11 +1499,13 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             # shadow and plate, a JPEG's blocks, a faint trail: no body drawn larger looks like
             # that) while the look explains some of the frame (a look that explains next to nothing
             # places no body: a stain the blob holds instead of it would pass the colour test
-            # trivially), or, in a video frame, where the look explains the frame (a codec's ghost of
-            # the body where it was, inter-frame prediction left uncorrected; an image has no earlier
-            # frame, and there a body-coloured excess may be the body drawn otherwise)
+            # trivially), or where the look explains the frame: in a video frame some of it (a codec's
+            # ghost of the body where it was, inter-frame prediction left uncorrected), in an image,
+            # which has no earlier frame and where a body-coloured excess may be the body drawn
+            # otherwise, nearly all of it (the look placed at its own best size leaves no room for a
+            # body drawn otherwise: the excess is a codec's blended rim and a label's leftovers)
             if moved is None or _covered_share(moved.polygon, m, hid, unobservable) < GHOST_COVERS \
-                    or ((not video or moved.explained < LOOK_EXPLAINS)
+                    or (moved.explained < (LOOK_EXPLAINS if video else LOOK_EXPLAINS_IMAGE)
                         and (moved.explained < GHOST_LOOK_FLOOR or not _beyond_unlike_body(roi, oid, moved, m))):
                 notes.append(f"{oid}: rigid silhouette disagrees with the segmented blob (IoU {f.iou:.2f}); "
                              "shape prior not applied")

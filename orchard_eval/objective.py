@@ -240,13 +240,17 @@ def frame_time(index: int, n_video_frames: int, duration: float, rule: str = "pa
 
 def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[str, np.ndarray]],
                      rule: str = "paper", where: list[dict] | None = None,
-                     hidden: list[np.ndarray | None] | None = None) -> tuple[float | None, str | None]:
+                     hidden: list[np.ndarray | None] | None = None,
+                     hidden_objects: list[set[str]] | None = None) -> tuple[float | None, str | None]:
     """S_vel from the frames already sampled at T_c (video protocol): the distinct prediction frames
     chosen for the timestamps, each at its own physical time index·T/N, give centroid tracks; the
     velocity over each consecutive pair of them is compared with the GT displacement over the same
     times (`metrics.velocity_error`). Needs no segmentation beyond the one done for the IoUs.
     `hidden`: per timestamp the pixels the answer does not show; where they cover most of an
-    object's GT mask, the answer cannot show the object there and that time leaves its pairs."""
+    object's GT mask, or most of where its located centres before and after put an object the
+    answer does not show (`_hidden_on_track`), the answer cannot show the object there and that
+    time leaves its pairs. `hidden_objects`: per timestamp the objects known to be hidden so (the
+    fidelity benchmark's ideal, which knows the answer's true masks)."""
     if packet.protocol != "video":
         return None, "velocity is not evaluated for keyframe answers"
     tracks = case.object_tracks()
@@ -284,8 +288,41 @@ def sampled_velocity(case: EvalCase, packet: DeductionPacket, masks: list[dict[s
             h = None if hidden is None else hidden[chosen[order[k]]]
             if not own.any() or (h is not None and h.shape == own.shape and (own & h).sum() > HIDDEN_SHARE * own.sum()):
                 gpos[o.id][k] = np.nan
+            elif (hidden_objects is not None and o.id in hidden_objects[chosen[order[k]]]) or (
+                    h is not None and h.shape == own.shape and _hidden_on_track(uv[o.id], times, k, h, own.sum())):
+                gpos[o.id][k] = np.nan
     e = M.velocity_error(uv, times, case.intrinsic, case.extrinsic, planes, gt_positions=gpos)
     return M.velocity_score(e), None
+
+
+def _hidden_on_track(uv: np.ndarray, times: np.ndarray, k: int, hidden: np.ndarray, area: float) -> bool:
+    """Whether an object the answer's frame k does not show (`uv[k]` NaN) lies where that frame's
+    unobservable pixels hide it: a disc of the object's area (`area`, pixels) centred where its
+    located centres at the nearest earlier and later times put it then (linear in time; the one
+    side where only one is located), hidden beyond HIDDEN_SHARE. An answer whose body moves
+    otherwise than the GT's can be hidden away from the GT's place (a label left on over a body
+    that started elsewhere)."""
+    if np.all(np.isfinite(uv[k])):
+        return False
+    found = np.flatnonzero(np.all(np.isfinite(uv), axis=1))
+    before, after = found[found < k], found[found > k]
+    if not before.size and not after.size:
+        return False
+    if before.size and after.size:
+        a, b = before[-1], after[0]
+        w = (times[k] - times[a]) / (times[b] - times[a])
+        c = (1.0 - w) * uv[a] + w * uv[b]
+    else:
+        c = uv[before[-1] if before.size else after[0]]
+    r = float(np.sqrt(max(area, 1.0) / np.pi))
+    h, w_ = hidden.shape
+    x0, x1 = int(max(np.floor(c[0] - r), 0)), int(min(np.ceil(c[0] + r) + 1, w_))
+    y0, y1 = int(max(np.floor(c[1] - r), 0)), int(min(np.ceil(c[1] + r) + 1, h))
+    if x1 <= x0 or y1 <= y0:
+        return False
+    yy, xx = np.mgrid[y0:y1, x0:x1]
+    disc = (xx + 0.5 - c[0]) ** 2 + (yy + 0.5 - c[1]) ** 2 <= r * r
+    return bool(disc.any() and hidden[y0:y1, x0:x1][disc].mean() > HIDDEN_SHARE)
 
 
 def velocity_metric(case: EvalCase, dense: DeductionPacket, segmenter: Segmenter | None = None

@@ -241,3 +241,19 @@ def test_reframed_and_clipped_answers_score_as_registered(tmp_path):
     off = [(r.case_id, r.metric, round(r.reported - r.ideal, 3)) for r in rows
            if r.family == "ded/gain" and abs(r.reported - r.ideal) > bench.TARGET_APPEARANCE_MEAN]
     assert not off, off
+
+
+def test_the_ideal_cannot_place_a_body_a_label_hides_all_but_a_sliver_of():
+    from types import SimpleNamespace
+
+    from orchard_eval.fidelity.truth import _hidden_objects
+
+    inst = np.zeros((60, 80), np.int32)
+    inst[10:30, 10:30] = 1                              # body a: 400 px
+    inst[10:30, 50:70] = 2                              # body b: 400 px
+    label = np.zeros((60, 80), bool)
+    label[5:35, 5:34] = True                            # over all of a
+    label[5:35, 45:68] = True                           # over b but a 2-px strip (40 px)
+    case = SimpleNamespace(objects=[SimpleNamespace(id="a", instance_id=1), SimpleNamespace(id="b", instance_id=2)])
+    assert _hidden_objects(case, FrameTruth(inst, label)) == {"a"}
+    assert _hidden_objects(case, FrameTruth(inst, None)) == set()

@@ -199,3 +199,23 @@ def test_mostly_hidden_objects_leave_the_mask_iou():
     assert M.object_mask_iou(pred, {"a": a, "b": b}, ignore=hide, hidden_share=0.5).value == pytest.approx(1.0)
     # every object hidden: all are kept (the value stays defined)
     assert M.object_mask_iou(pred, {"b": b}, ignore=hide, hidden_share=0.5).value == 0.0
+
+
+def test_a_body_not_shown_where_its_track_runs_under_a_label_is_hidden_not_lost():
+    from orchard_eval.objective import _hidden_on_track
+
+    # a body located at t = 0 and t = 1 (x 40 → 120), not shown at t = 0.5; a label left on covers
+    # where its track puts it then (x 80), or lies elsewhere
+    uv = np.array([[40.0, 50.0], [np.nan, np.nan], [120.0, 50.0]])
+    times = np.array([0.0, 0.5, 1.0])
+    label = np.zeros((100, 200), bool)
+    label[30:72, 60:102] = True
+    area = np.pi * 12 ** 2
+    assert _hidden_on_track(uv, times, 1, label, area)
+    elsewhere = np.roll(label, 80, axis=1)
+    assert not _hidden_on_track(uv, times, 1, elsewhere, area)
+    # a body shown is never hidden; one never located anywhere is lost, not hidden
+    assert not _hidden_on_track(np.array([[40.0, 50.0], [80.0, 50.0], [120.0, 50.0]]), times, 1, label, area)
+    assert not _hidden_on_track(np.full((3, 2), np.nan), times, 1, label, area)
+    # located on one side only: where it was last (or is next) seen
+    assert _hidden_on_track(np.array([[80.0, 50.0], [np.nan, np.nan], [np.nan, np.nan]]), times, 2, label, area)

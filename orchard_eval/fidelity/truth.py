@@ -26,6 +26,7 @@ from .. import metrics as M
 from ..canonical import DeductionPacket, gt_deduction
 from ..cases import EvalCase
 from ..objective import GRAPHIC_ROLE, HIDDEN_SHARE, _resolve_alike, deduction_mask_ious, sampled_velocity
+from ..segment.shape_prior import MIN_BLOB_PX
 from ..segment.classical import alike_groups
 from ..segment.registration import opencv_affine
 
@@ -169,5 +170,21 @@ def deduction_ideal(case: EvalCase, frames: list[FrameTruth | None], pred_indice
     alike = alike_groups(case)
     where = [{} if f is None else _resolve_alike(case, {k: v for k, v in f.centres.items() if v is not None},
                                                  alike, t) for f, t in zip(picked, times)]
-    out["velocity"], _ = sampled_velocity(case, packet, [], rule, where, hidden)
+    unseen = [set() if f is None else _hidden_objects(case, f) for f in picked]
+    out["velocity"], _ = sampled_velocity(case, packet, [], rule, where, hidden, unseen)
+    return out
+
+
+def _hidden_objects(case: EvalCase, f: FrameTruth) -> set[str]:
+    """The objects the answer frame's drawn layers hide all but a sliver of (fewer than MIN_BLOB_PX
+    of their true pixels show: a label left on over a body): what the answer shows cannot place
+    them, a perfect segmentation either, and their velocity pairs are left, as their hidden pixels
+    count in no IoU. A body partly shown is placed from what shows."""
+    if f.unobservable is None:
+        return set()
+    out = set()
+    for o in case.objects:
+        own = f.instances == o.instance_id
+        if own.any() and int((own & ~f.unobservable).sum()) < MIN_BLOB_PX:
+            out.add(o.id)
     return out

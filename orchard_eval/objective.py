@@ -310,14 +310,14 @@ def _hidden_on_track(uv: np.ndarray, times: np.ndarray, k: int, hidden: np.ndarr
         return False
     if before.size and after.size:
         a, b = before[-1], after[0]
-        w = (times[k] - times[a]) / (times[b] - times[a])
-        c = (1.0 - w) * uv[a] + w * uv[b]
+        share = (times[k] - times[a]) / (times[b] - times[a])
+        c = (1.0 - share) * uv[a] + share * uv[b]
     else:
         c = uv[before[-1] if before.size else after[0]]
     r = float(np.sqrt(max(area, 1.0) / np.pi))
-    h, w_ = hidden.shape
-    x0, x1 = int(max(np.floor(c[0] - r), 0)), int(min(np.ceil(c[0] + r) + 1, w_))
-    y0, y1 = int(max(np.floor(c[1] - r), 0)), int(min(np.ceil(c[1] + r) + 1, h))
+    height, width = hidden.shape
+    x0, x1 = int(max(np.floor(c[0] - r), 0)), int(min(np.ceil(c[0] + r) + 1, width))
+    y0, y1 = int(max(np.floor(c[1] - r), 0)), int(min(np.ceil(c[1] + r) + 1, height))
     if x1 <= x0 or y1 <= y0:
         return False
     yy, xx = np.mgrid[y0:y1, x0:x1]

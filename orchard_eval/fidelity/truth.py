@@ -26,9 +26,9 @@ from .. import metrics as M
 from ..canonical import DeductionPacket, gt_deduction
 from ..cases import EvalCase
 from ..objective import GRAPHIC_ROLE, HIDDEN_SHARE, _resolve_alike, deduction_mask_ious, sampled_velocity
-from ..segment.shape_prior import MIN_BLOB_PX
 from ..segment.classical import alike_groups
 from ..segment.registration import opencv_affine
+from ..segment.shape_prior import MIN_BLOB_PX
 
 DEDUCTION_METRICS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou", "velocity")
 GRAPHIC_METRIC = "mask_iou"

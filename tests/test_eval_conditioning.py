@@ -318,6 +318,26 @@ def test_a_body_resting_through_most_of_an_answer_is_no_part_of_its_background()
     assert np.mean(np.abs(med - ground).max(axis=2)[rest > 0] <= 12) < 0.5
 
 
+def test_an_answer_of_noise_moves_everywhere_and_still_has_a_background():
+    from types import SimpleNamespace
+
+    from orchard_eval.segment.conditioning import _seen_later, ground_from_plate, t0_region
+
+    # every frame noise: the frames disagree on every pixel, and no ground is left outside the hole
+    # to fill it from (the window it read grew past any size OpenCV takes)
+    plate = textured_plate(4)
+    rng = np.random.default_rng(5)
+    frames = [rng.integers(0, 256, (H, W, 3), dtype=np.uint8) for _ in range(6)]
+    cond = plate.copy()
+    start = np.zeros((H, W), bool)
+    start[140:180, 280:320] = True
+    ctx = SimpleNamespace(background=plate, reference_image=cond, reference_masks={"a": start}, cache={},
+                          answer_cache={}, answer_frames=frames[1:], input_layer=None)
+    assert (ground_from_plate(frames[0], ctx, np.ones((H, W), bool)) == frames[0]).all()
+    bg = _seen_later(ctx, None, None, t0_region(ctx), frames[0])
+    assert bg.shape == frames[0].shape and bg.dtype == np.uint8
+
+
 def test_block_coded_images_are_told_from_renders():
     from orchard_eval.segment.overlay import blockiness
 

@@ -415,8 +415,12 @@ def ground_from_plate(image: np.ndarray, ctx, hole: np.ndarray) -> np.ndarray:
     follows the plate's edges — a ramp's rim, the horizon, a fixture's shadow — whatever material
     the answer gave each region; a class with no such pixel nearby falls back to the image
     inpainted from around."""
+    if not hole.any() or hole.all():
+        # nothing to fill, or nothing outside the hole to fill it from (a frame of noise moves
+        # everywhere): the image as it is
+        return image.copy()
     dist = cv2.distanceTransform(hole.astype(np.uint8), cv2.DIST_L2, 3)
-    r = int(2 * float(dist.max())) + 8
+    r = min(int(2 * float(dist.max())) + 8, max(image.shape[:2]))
     k = (2 * r + 1, 2 * r + 1)
     classes = plate_classes(ctx)
     out = cv2.inpaint(image, hole.astype(np.uint8), 5, cv2.INPAINT_TELEA)

@@ -72,7 +72,8 @@ def answer_overlay_mask(rgb: np.ndarray, colours: tuple[tuple[int, int, int], ..
         # orange ball's shading passes through the blend is thin, yet the ball beside it (the frame
         # a few pixels out, filled in under the candidates) explains it as well as it explains itself
         beside = _beside(rgb, strokes | alone)
-        blended &= _blended_any(frame, beside, colours)
+        ys, xs = np.nonzero(blended)        # the test is per pixel: read where it can still say yes
+        blended[ys, xs] = _blended_any(frame[ys, xs][:, None], beside[ys, xs][:, None], colours)[:, 0]
         grown = strokes | (blended & near)
         # a stroke with its fringe is still a stroke; what grew thick was a body of the colour, with
         # the codec's odd pixel of the exact colour in it

@@ -42,6 +42,10 @@ class ObjectiveResult:
     # Deduction: the Segmentation of every answer frame (None where the frame is missing), kept in
     # memory for the judge; not part of a record
     segmentations: list | None = None
+    # Deduction: what the segmenter worked out once for the whole answer (its own frame 0 read as a
+    # render of the case, its colour models, its bodies' drawn sizes), for another frame of the same
+    # answer segmented later (the transition score's frame 0) to reuse; not part of a record
+    answer_cache: dict | None = None
 
 
 def graphic_iou(case: EvalCase, subtrack: str, answer: np.ndarray, segmenter: Segmenter | None = None,
@@ -137,10 +141,14 @@ def answer_segmentations(case: EvalCase, frames, seg: Segmenter, times, conditio
     return keep
 
 
-def deduction_context(case: EvalCase, frames, condition=None, source_size=None):
+def deduction_context(case: EvalCase, frames, condition=None, source_size=None, answer_cache: dict | None = None):
     """The segmentation context of one Deduction answer (its frames, its own frame 0, its source size);
-    the caller sets `time` and `gt_frame` per frame. The judge segments with the same context."""
+    the caller sets `time` and `gt_frame` per frame. The judge segments with the same context.
+    `answer_cache`: the per-answer store of an earlier context for the same answer, shared (what it
+    holds depends on the answer alone, not on the frame being segmented)."""
     ctx = context_for_case(case, "deduction")
+    if answer_cache is not None:
+        ctx.answer_cache = answer_cache
     ctx.answer_condition = condition
     ctx.answer_frames = [f for f in frames if f is not None]
     ctx.answer_size = source_size
@@ -148,14 +156,15 @@ def deduction_context(case: EvalCase, frames, condition=None, source_size=None):
 
 
 def _segment_sequence(case: EvalCase, frames, seg: Segmenter, times=None, gt_frames=None, condition=None,
-                      source_size=None, keep: list | None = None):
+                      source_size=None, keep: list | None = None, answer_cache: dict | None = None):
     """Masks per frame, low-confidence flag, notes, where each object is per frame (its fitted
     centre or mask centroid, `Segmentation.positions`) and the pixels each frame does not show
     (`Segmentation.unobservable`, None where nothing is hidden). `gt_frames`: the GT frames at
     `times`, when the caller has decoded them (`SegmentContext.gt_frame`); `condition`: the
     answer's own frame 0 (`SegmentContext.answer_condition`); `keep`, when given, receives the
-    Segmentation of every frame (None for a missing one)."""
-    ctx = deduction_context(case, frames, condition, source_size)
+    Segmentation of every frame (None for a missing one); `answer_cache`, when given, is the
+    context's per-answer store (`deduction_context`)."""
+    ctx = deduction_context(case, frames, condition, source_size, answer_cache)
     shape = (case.frame_size[1], case.frame_size[0])
     out, low, notes = [], False, []
     where: list[dict] = []
@@ -208,11 +217,11 @@ def deduction_metrics(case: EvalCase, packet: DeductionPacket, segmenter: Segmen
     if all(i is None for i in gt.instances):
         res.notes.append("no GT instance masks: mask metrics not applicable")
         return res
-    res.segmentations = []
+    res.segmentations, res.answer_cache = [], {}
     try:
         pred_masks, low, notes, where, hidden = _segment_sequence(case, packet.frames, seg, packet.times, gt.frames,
                                                                   packet.condition_frame, packet.source_size,
-                                                                  keep=res.segmentations)
+                                                                  keep=res.segmentations, answer_cache=res.answer_cache)
     except ValueError as exc:
         res.segmentations = None
         res.notes.append(f"mask metrics not applicable: {exc}")

@@ -368,7 +368,8 @@ class Scorer:
         """The transition score from the metrics' own segmentations; a failure is a note, never the
         response's error (the paper's score does not depend on it)."""
         try:
-            tr, note = score_answer(case, pk, res.segmentations, self.segmenter, self.rule, self._frame0)
+            tr, note = score_answer(case, pk, res.segmentations, self.segmenter, self.rule, self._frame0,
+                                    res.answer_cache)
         except Exception as exc:  # noqa: BLE001
             tr, note = None, f"transition score failed: {type(exc).__name__}: {exc}"
         if note:

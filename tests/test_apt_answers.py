@@ -108,3 +108,41 @@ def test_bad_input_gets_a_reason(built):
     assert tr is None and "fewer than three" in note
     nan = ObjectTracks(np.arange(5) / 24, {"body": np.full((5, 3), np.nan)}, {"body": np.full((5, 3), np.nan)})
     assert detect_transitions(case, nan) == []
+
+
+def test_the_frame0_segmentation_reuses_what_the_metrics_worked_out_for_the_answer(built, monkeypatch):
+    """An answer whose frame 0 is not the GT's (here: every frame brightened) has its frame 0
+    segmented for the transition score; what the metrics already worked out once for the answer
+    (its frame 0 read as a render of the case, its bodies' drawn sizes) is reused, not worked out
+    again, and the score is the one a fresh context gives."""
+    from dataclasses import replace
+
+    import orchard_eval.segment.conditioning as conditioning
+    from orchard_eval.apt.answers import score_answer
+    from orchard_eval.objective import deduction_metrics
+    from orchard_eval.run import decode_deduction
+    from orchard_eval.segment import ClassicalSegmenter
+
+    ds, root, _ = built
+    case = load_dataset(str(ds)).cases[FALL]
+    pk, _ = decode_deduction(case, root / "pred_oracle" / "cases" / FALL / "deduction" / "rollout_00.mp4", dense=False)
+
+    def brighter(f):
+        return None if f is None else np.clip(f.astype(np.int16) + 40, 0, 255).astype(np.uint8)
+
+    pk = replace(pk, frames=[brighter(f) for f in pk.frames], condition_frame=brighter(pk.condition_frame))
+    seg = ClassicalSegmenter()
+    res = deduction_metrics(case, pk, seg)
+    assert res.answer_cache and "reference" in res.answer_cache
+    calls = []
+    counted = conditioning.frame0_scales
+
+    def counting(*a, **k):
+        calls.append(1)
+        return counted(*a, **k)
+
+    monkeypatch.setattr(conditioning, "frame0_scales", counting)
+    shared, note = score_answer(case, pk, res.segmentations, seg, answer_cache=res.answer_cache)
+    assert note is None and calls == []
+    fresh, _ = score_answer(case, pk, res.segmentations, seg)
+    assert calls == [1] and fresh == shared        # a fresh context works the answer out again

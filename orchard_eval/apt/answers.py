@@ -31,9 +31,11 @@ TRANSITION_F1 = "transition_f1"   # the objective key under which a fused run fe
 SAME_FRAME_DB = 35.0   # an answer frame 0 this close (PSNR) to the GT frame 0 shows the same scene
 
 
-def _frame0_segmentation(case: EvalCase, packet, segmenter, cache: dict | None = None):
-    """The answer's own frame 0 segmented in the metrics' context (at t = 0, beside the GT frame 0);
-    None when the packet carries no frame 0. Most answers start on the condition frame they were
+def _frame0_segmentation(case: EvalCase, packet, segmenter, cache: dict | None = None,
+                         answer_cache: dict | None = None):
+    """The answer's own frame 0 segmented in the metrics' context (at t = 0, beside the GT frame 0,
+    with what the metrics worked out once for the answer, `answer_cache`, reused rather than worked
+    out again); None when the packet carries no frame 0. Most answers start on the condition frame they were
     given: a frame 0 within SAME_FRAME_DB of the GT frame 0 shows the same scene, and the GT frame
     0's segmentation (made once per case and kept in `cache`) stands for it — that is the one
     segmentation the transition score adds to a run, paid once per case instead of per answer."""
@@ -49,7 +51,7 @@ def _frame0_segmentation(case: EvalCase, packet, segmenter, cache: dict | None =
     if same and cache is not None and case.case_id in cache:
         return cache[case.case_id]
     frame = gt0 if same else packet.condition_frame
-    ctx = deduction_context(case, packet.frames, packet.condition_frame, packet.source_size)
+    ctx = deduction_context(case, packet.frames, packet.condition_frame, packet.source_size, answer_cache)
     ctx.time = 0.0
     ctx.gt_frame = gt0
     s = segmenter.segment(frame, ctx)
@@ -75,8 +77,11 @@ def sample_times(case: EvalCase, packet, rule: str = "paper") -> list[float]:
 
 
 def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segmenter, rule: str = "paper",
-                 frame0_cache: dict | None = None) -> tuple[dict[str, Any] | None, str | None]:
-    """(the record's `transitions` object, None) or (None, the reason it is not applicable)."""
+                 frame0_cache: dict | None = None, answer_cache: dict | None = None
+                 ) -> tuple[dict[str, Any] | None, str | None]:
+    """(the record's `transitions` object, None) or (None, the reason it is not applicable).
+    `answer_cache`: the metrics' per-answer store (`ObjectiveResult.answer_cache`), reused by the
+    frame-0 segmentation."""
     from ..tracks import tracks_from_segmentations
 
     if case.events is None:
@@ -88,7 +93,7 @@ def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segment
         return None, f"transition score not applicable: {len(segs)} segmentations for {len(times)} timestamps"
     if not times or min(times) > 0:
         try:
-            s0 = _frame0_segmentation(case, packet, segmenter, frame0_cache)
+            s0 = _frame0_segmentation(case, packet, segmenter, frame0_cache, answer_cache)
         except Exception as exc:  # noqa: BLE001 - one unsegmentable frame 0 costs only the t = 0 sample
             log.info("%s: frame 0 not segmented for the transition score: %s", case.case_id, exc)
             s0 = None

@@ -172,6 +172,27 @@ def test_a_piece_is_split_only_for_objects_expected_in_view():
     assert _assign_by_position(both, ["a", "b"], far, 12, split_px=1.25 * big.sum())["b"].any()
 
 
+def test_a_speck_is_no_object_where_every_object_in_view_has_a_sizeable_piece():
+    """Two look-alike bodies seen whole, one of them expected (the answer shows another time) nearer
+    a speck a codec left beside a label than any body: each object takes one of the bodies, the
+    speck none; with one body seen, the speck may be the other (one mostly hidden)."""
+    from orchard_eval.segment.classical import _assign_by_position
+
+    yy, xx = np.mgrid[:80, :200]
+    left = (xx - 40) ** 2 + (yy - 45) ** 2 <= 12 ** 2
+    right = (xx - 90) ** 2 + (yy - 35) ** 2 <= 11 ** 2
+    speck = (np.abs(xx - 130) <= 1) & (np.abs(yy - 40) <= 1)
+    label = (xx >= 132) & (xx < 170) & (yy >= 30) & (yy < 50)      # unobservable: the speck touches it
+    expected = {"a": np.array([100.0, 40.0]), "b": np.array([125.0, 30.0])}
+    reach = {"a": 11.0, "b": 11.0}
+    got = _assign_by_position(left | right | speck, ["a", "b"], expected, 12, protect=label, reach=reach)
+    assert sorted(int(m.sum()) for m in got.values()) == sorted([int(left.sum()), int(right.sum())])
+    assert not any((m & speck).any() for m in got.values())
+    one = _assign_by_position(right | speck, ["a", "b"], expected, 12, protect=label, reach=reach,
+                              split_px=1.25 * right.sum())
+    assert (one["a"] == right).all() and (one["b"] == speck).all()
+
+
 def test_a_left_over_piece_joins_an_object_only_within_its_reach():
     from orchard_eval.segment.classical import _assign_by_position
 

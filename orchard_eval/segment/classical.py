@@ -553,7 +553,9 @@ def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.n
     sizeable pieces than objects expected in view (`priors` inside the image): the largest holds
     several (touching look-alikes) and is split if it may hold two (`_holds_two`; one body is not
     cut in two for another one that left the view). A speck (codec noise) does not count
-    as one of the objects. A piece left over joins the nearest object only within that object's
+    as one of the objects: where there is a sizeable piece for every object in view only those
+    are matched; where there is not, a smaller piece may be an object seen small (far off, or
+    mostly hidden). A piece left over joins the nearest object only within that object's
     `reach` (pixels, as `_one_body`): a smear a codec left along another body's edge is no part
     of a look-alike across the scene."""
     comps = _components(mask, min_area, protect)
@@ -577,8 +579,11 @@ def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.n
         p = priors.get(i)
         for c, cc in enumerate(cents):
             cost[r, c] = 0.0 if p is None else float(np.linalg.norm(cc - p)) / diag
-    rows, cols = linear_sum_assignment(cost)
-    assigned = {ids[r]: cols_i for r, cols_i in zip(rows, cols)}
+    # with a sizeable piece for every object in view, a smaller one is no object of its own
+    sizeable = [c for c, comp in enumerate(comps) if int(comp.sum()) >= SIZEABLE * int(comps[0].sum())]
+    cand = sizeable if len(sizeable) >= in_view else list(range(len(comps)))
+    rows, cols = linear_sum_assignment(cost[:, cand])
+    assigned = {ids[r]: cand[c] for r, c in zip(rows, cols)}
     for i, c in assigned.items():
         out[i] |= comps[c]
     # left-over components (an object seen in pieces): join the nearest object by centroid

@@ -323,7 +323,8 @@ def _overlaps(a, b) -> bool:
 
 def read_speed_labels(img: np.ndarray, n_expected: int, places: list | None = None) -> list:
     """OCR readings of an F-G image's speed labels: the whole frame and its orange layer isolated as
-    dark on white (graded by closeness to orange, so anti-aliased edges survive), at 2× and, while
+    dark on white (graded by closeness to orange, so anti-aliased edges survive; read only around
+    its ink, `_read_layer`), at 2× and, while
     fewer than `n_expected` complete labels are read, at 1× as well (small text on a light, busy
     ground often reads at its own scale only); overlapping readings merged (`_merge_readings`).
     While labels are still missing, every incomplete reading (a number without its `v =`, a stray
@@ -335,15 +336,14 @@ def read_speed_labels(img: np.ndarray, n_expected: int, places: list | None = No
     orange_lab = to_lab(ORANGE[None, None, :])[0, 0]
     iso = np.clip(255.0 * (np.linalg.norm(lab - orange_lab, axis=2) - 15.0) / 45.0, 0, 255).astype(np.uint8)
     iso = np.repeat(iso[..., None], 3, axis=2)
-    boxes = _merge_readings(OCR.lines(OCR.read_text(img, scale=2.0), gap=1.5),
-                            OCR.lines(OCR.read_text(iso, scale=2.0), gap=1.5))
+    boxes = _merge_readings(OCR.lines(OCR.read_text(img, scale=2.0), gap=1.5), _read_layer(iso, 2.0))
 
     def complete() -> int:
         return sum(1 for b in boxes for piece in _split_labels(b) if SPEED_LABEL.match(piece.text))
 
     if complete() < n_expected:
-        for im in (img, iso):
-            boxes = _merge_readings(boxes, OCR.lines(OCR.read_text(im, scale=1.0), gap=1.5))
+        boxes = _merge_readings(boxes, OCR.lines(OCR.read_text(img, scale=1.0), gap=1.5))
+        boxes = _merge_readings(boxes, _read_layer(iso, 1.0))
     # each reading at an expected place (or the place itself where nothing was read), and while labels
     # are missing every incomplete reading, read again alone; the crop's clean reading wins a tie
     regions = []
@@ -361,6 +361,25 @@ def read_speed_labels(img: np.ndarray, n_expected: int, places: list | None = No
             found = _merge_readings(found, _read_crop(img, box))
         boxes = _merge_readings(boxes, found, clean_wins=True)
     return boxes
+
+
+LAYER_MARGIN_PX = 24   # white kept around the isolated layer's ink when only that box is read
+
+
+def _read_layer(iso: np.ndarray, scale: float) -> list:
+    """Readings of the isolated orange layer (dark on white): only the box around its ink, with a
+    margin of white, is read — the rest of the layer is blank, and text detection costs by the
+    pixel. In the layer's coordinates."""
+    from .ocr import TextBox
+
+    ys, xs = np.nonzero(iso[..., 0] < 250)
+    if not ys.size:
+        return []
+    H, W = iso.shape[:2]
+    X0, Y0 = max(int(xs.min()) - LAYER_MARGIN_PX, 0), max(int(ys.min()) - LAYER_MARGIN_PX, 0)
+    X1, Y1 = min(int(xs.max()) + 1 + LAYER_MARGIN_PX, W), min(int(ys.max()) + 1 + LAYER_MARGIN_PX, H)
+    found = OCR.lines(OCR.read_text(np.ascontiguousarray(iso[Y0:Y1, X0:X1]), scale=scale), gap=1.5)
+    return [TextBox(b.text, b.score, (b.box[0] + X0, b.box[1] + Y0, b.box[2] + X0, b.box[3] + Y0)) for b in found]
 
 
 def _union(a, b) -> tuple:

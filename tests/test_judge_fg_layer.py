@@ -107,3 +107,24 @@ def test_colour_within_the_coding_tolerance_is_the_same_colour():
     assert P.ME.colour_score(a, a + np.array([2.0, -2.0, 2.0])) == 1.0
     assert P.ME.colour_score(a, a + np.array([20.0, 0.0, 0.0])) == pytest.approx(0.5)
     assert P.ME.colour_score(a, None) == 0.0
+
+
+def test_the_isolated_layer_is_read_around_its_ink_in_its_own_coordinates():
+    """`_read_layer` reads only the box around the layer's ink: the label it finds lies where reading
+    the whole layer finds it, and a blank layer reads nothing (no detection is run)."""
+    pytest.importorskip("rapidocr")
+    from PIL import Image, ImageDraw, ImageFont
+
+    from orchard_build.overlay import FONT_DIR
+    from orchard_eval.judging import ocr as OCR
+
+    im = Image.new("RGB", (640, 360), (255, 255, 255))
+    d = ImageDraw.Draw(im)
+    d.text((400, 250), "v = 1.25", fill=(0, 0, 0), font=ImageFont.truetype(str(FONT_DIR / "DejaVuSans-Bold.ttf"), 18))
+    iso = np.asarray(im)
+    crop = P._read_layer(iso, 2.0)
+    whole = OCR.lines(OCR.read_text(iso, scale=2.0), gap=1.5)
+    assert [b.text for b in crop] == [b.text for b in whole] and P.SPEED_LABEL.match(crop[0].text)
+    assert np.allclose(crop[0].box, whole[0].box, atol=2.0)
+    assert 395 <= crop[0].box[0] <= 405 and 245 <= crop[0].box[1] <= 262
+    assert P._read_layer(np.full((360, 640, 3), 255, np.uint8), 2.0) == []

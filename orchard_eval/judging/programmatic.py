@@ -370,15 +370,20 @@ def _read_layer(iso: np.ndarray, scale: float) -> list:
     """Readings of the isolated orange layer (dark on white): only the box around its ink, with a
     margin of white, is read — the rest of the layer is blank, and text detection costs by the
     pixel. In the layer's coordinates."""
-    from .ocr import TextBox
-
     ys, xs = np.nonzero(iso[..., 0] < 250)
     if not ys.size:
         return []
     H, W = iso.shape[:2]
     X0, Y0 = max(int(xs.min()) - LAYER_MARGIN_PX, 0), max(int(ys.min()) - LAYER_MARGIN_PX, 0)
     X1, Y1 = min(int(xs.max()) + 1 + LAYER_MARGIN_PX, W), min(int(ys.max()) + 1 + LAYER_MARGIN_PX, H)
-    found = OCR.lines(OCR.read_text(np.ascontiguousarray(iso[Y0:Y1, X0:X1]), scale=scale), gap=1.5)
+    return _read_region(iso, X0, Y0, X1, Y1, scale)
+
+
+def _read_region(img: np.ndarray, X0: int, Y0: int, X1: int, Y1: int, scale: float) -> list:
+    """Text lines of the region [Y0:Y1, X0:X1] read at `scale`, in the image's coordinates."""
+    from .ocr import TextBox
+
+    found = OCR.lines(OCR.read_text(np.ascontiguousarray(img[Y0:Y1, X0:X1]), scale=scale), gap=1.5)
     return [TextBox(b.text, b.score, (b.box[0] + X0, b.box[1] + Y0, b.box[2] + X0, b.box[3] + Y0)) for b in found]
 
 
@@ -389,8 +394,6 @@ def _union(a, b) -> tuple:
 def _read_crop(img: np.ndarray, box) -> list:
     """Readings of the crop around `box` (grown by one text height sideways, half of one up and down),
     in the image's coordinates."""
-    from .ocr import TextBox
-
     x0, y0, x1, y1 = (float(v) for v in box)
     h = max(8.0, y1 - y0)
     H, W = img.shape[:2]
@@ -398,8 +401,7 @@ def _read_crop(img: np.ndarray, box) -> list:
     X1, Y1 = int(min(W, x1 + h)), int(min(H, y1 + 0.5 * h))
     if X1 - X0 < 8 or Y1 - Y0 < 8:
         return []
-    found = OCR.lines(OCR.read_text(np.ascontiguousarray(img[Y0:Y1, X0:X1]), scale=2.0), gap=1.5)
-    return [TextBox(b.text, b.score, (b.box[0] + X0, b.box[1] + Y0, b.box[2] + X0, b.box[3] + Y0)) for b in found]
+    return _read_region(img, X0, Y0, X1, Y1, 2.0)
 
 
 def _area(b) -> float:

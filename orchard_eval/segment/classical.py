@@ -565,8 +565,11 @@ def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.n
     comps.sort(key=lambda m: -int(m.sum()))
     h, w = mask.shape
     in_view = sum(p is None or (0 <= p[0] < w and 0 <= p[1] < h) for p in (priors.get(i) for i in ids))
-    while (comps and sum(int(c.sum()) >= SIZEABLE * int(comps[0].sum()) for c in comps) < in_view
-           and _holds_two(comps[0], priors, split_px)):
+
+    def sizeable() -> list[int]:   # the pieces (largest first) that may each be an object of its own
+        top = int(comps[0].sum())
+        return [c for c, comp in enumerate(comps) if int(comp.sum()) >= SIZEABLE * top]
+    while comps and len(sizeable()) < in_view and _holds_two(comps[0], priors, split_px):
         parts = _split2(comps.pop(0))
         comps.extend(parts)
         comps.sort(key=lambda m: -int(m.sum()))
@@ -580,14 +583,15 @@ def _assign_by_position(mask: np.ndarray, ids: list[str], priors: dict[str, np.n
         for c, cc in enumerate(cents):
             cost[r, c] = 0.0 if p is None else float(np.linalg.norm(cc - p)) / diag
     # with a sizeable piece for every object in view, a smaller one is no object of its own
-    sizeable = [c for c, comp in enumerate(comps) if int(comp.sum()) >= SIZEABLE * int(comps[0].sum())]
-    cand = sizeable if len(sizeable) >= in_view else list(range(len(comps)))
+    cand = sizeable()
+    if len(cand) < in_view:
+        cand = list(range(len(comps)))
     rows, cols = linear_sum_assignment(cost[:, cand])
     assigned = {ids[r]: cand[c] for r, c in zip(rows, cols)}
     for i, c in assigned.items():
         out[i] |= comps[c]
     # left-over components (an object seen in pieces): join the nearest object by centroid
-    largest = max(int(c.sum()) for c in comps)
+    largest = int(comps[0].sum())      # the pieces are sorted largest first
     for c, comp in enumerate(comps):
         if c in assigned.values() or comp.sum() < 0.1 * largest:
             continue

@@ -641,3 +641,31 @@ def test_a_body_half_drawn_on_its_support_is_placed_where_it_rests_not_sunk_into
     err = np.linalg.norm(np.array(centres["ball"]) - CAM.project(centre[None])[0])
     assert err < 1.0, (err, notes)
     assert M.iou(masks["ball"], shown) >= 0.9
+
+
+def test_on_white_a_blurred_rim_less_than_half_body_is_no_part_of_the_mask():
+    # a ball on white whose left half is dark and right half nearly white, blurred (σ 1.2 px, a soft
+    # answer): the colour blob holds the dark side's blended rim, a pixel or two beyond the outline,
+    # but not the pale side's, so it fills only part of the ring around the silhouette. The rim
+    # pixels kept are those at least half body — their centres inside the drawn outline —, which a
+    # symmetric blur leaves where the outline is; the blend beyond goes
+    import cv2
+
+    centre = np.array([0.02, 0.0, 0.5])
+    cover = _coverage(centre, 0.08)
+    truth = cover >= 0.5
+    u = CAM.project(centre[None])[0][0]
+    colour = np.where((np.arange(W)[None, :, None] + 0.5) < u, np.array([90.0, 20.0, 20.0]), np.array([250.0, 242.0, 240.0]))
+    white = np.full((H, W, 3), 255.0)
+    img = cover[..., None] * colour + (1 - cover[..., None]) * white
+    img = np.clip(np.round(cv2.GaussianBlur(img, (0, 0), 1.2)), 0, 255).astype(np.uint8)
+    blob = np.abs(img.astype(int) - 255).sum(axis=2) > 30
+    ring = blob & ~truth
+    assert ring.sum() > 0.02 * truth.sum()      # the blob reaches past the outline on the dark side
+    everything = np.ones((H, W), bool)
+    masks, _, notes = SP.apply_shape_prior(
+        {"ball": blob}, {"ball": sphere()}, CAM, img, np.full_like(img, 255), allowed=everything,
+        ambiguous=~everything, unobservable=None, time=None, min_iou=SP.MIN_FIT_IOU_WHITE, keep_rims=True)
+    beyond = masks["ball"] & ~truth
+    assert beyond.sum() <= 0.25 * ring.sum(), (int(beyond.sum()), int(ring.sum()), notes)
+    assert M.iou(masks["ball"], truth) >= 0.94     # keeping the blob's whole ring: 0.88

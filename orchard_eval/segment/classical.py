@@ -1000,8 +1000,8 @@ class ClassicalSegmenter:
             # rigid silhouettes decide the pixels colour leaves open (segment/shape_prior.py); on
             # white nothing occludes, so the silhouette (under a stricter fit) claims all its pixels
             # (H.264 turns the lit face of an off-white body pure white), the colour blob keeps its
-            # pixels within one pixel of the outline (a limb shaded unlike the interior biases the
-            # fit there) and loses those farther out (ringing around a dark body)
+            # pixels within one pixel of the outline that are more body than white (a limb shaded
+            # unlike the interior biases the fit there) and loses those farther out (ringing around a dark body)
             if eligible is not None:
                 limbs = ctx.limbs if ctx.limbs_at is None or ctx.time is None else ctx.limbs_at(ctx.time, ctx.gt_frame)
                 masks, centres, prior_notes = apply_shape_prior(

@@ -68,7 +68,7 @@ MIN_FIT_IOU = 0.80       # below this agreement between silhouette and blob the 
 MIN_FIT_IOU_WHITE = 0.90 # the same on a white background, where the silhouette may claim every pixel
 MIN_BLOB_PX = 20
 SMEAR_PER_SIGMA = 2.0    # a blurred edge's colour reaches this many σ outside the outline
-SURROUNDED = 0.6         # share of a silhouette's outer pixel ring a wider blob fills all round
+RIM_BODY_SHARE = 0.5     # a blob pixel just outside a silhouette on white stays where it is at least this much body
 LOOK_EXPLAINS = 0.4      # a fit whose look explains this share of the frame's difference from the plate is kept
 LOOK_EXPLAINS_IMAGE = 0.85  # ... in a single image, where an excess may be the body drawn otherwise, this share
 GHOST_COVERS = 0.85      # ... where its blob covers this share of the silhouette's pixels that nothing hides
@@ -1012,9 +1012,9 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     like pixels outside the blobs). `alike`: groups of objects that look the same; two of them whose
     blobs touch are fitted jointly to their union (a colour rule cannot say where one ends), from
     several starting splits. `keep_rims`: the mask is the whole silhouette plus the blob's pixels
-    within one pixel outside its outline; blob pixels farther out are dropped (on a white
-    background, where nothing occludes and colour places rims well, but shading at a limb can bias
-    the fit by a pixel). `scene_depth`: the static scene's depth (see `EvalCase.scene_depth`), which
+    within one pixel outside its outline that are at least half body (`RIM_BODY_SHARE`); blob pixels
+    farther out are dropped (on a white background, where nothing occludes and colour places rims
+    well, but shading at a limb can bias the fit by a pixel). `scene_depth`: the static scene's depth (see `EvalCase.scene_depth`), which
     tells the pixels a support hides. `limbs`: per object, its rim shading (`LimbModel`). `shadows`:
     where the bodies' cast shadows fall (`segment.shadows.CastShadows`); with it, shadow-like pixels
     are distrusted only there, and a body's unlit side elsewhere is evidence again. `faint`: pixels
@@ -1530,11 +1530,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         # may be a pixel off where a support meets it)
         visible = ~hidden[oid] | (masks[oid] & strong[oid])
         if keep_rims:
-            ring = near[oid] & ~templates[oid]
-            # the blob's pixels just outside the outline stay (a limb shaded unlike the interior
-            # biases the fit by part of a pixel on one side) — unless the blob fills that ring all
-            # round: then it is wider than the body (a blurred answer), not the fit off to a side
-            rim = masks[oid] & ring if (masks[oid] & ring).sum() <= SURROUNDED * ring.sum() else False
+            # the blob's pixels just outside the outline that are more body than background stay
+            # (their centres lie inside the body's outline: a limb shaded unlike the interior biases
+            # the fit by part of a pixel on one side); a blend of less than half is the outline's
+            # blended rim, however wide a blur makes it
+            ring = masks[oid] & near[oid] & ~templates[oid]
+            rim = ring & (luma_alpha(image, plate, masks[oid])[0] >= RIM_BODY_SHARE) if ring.any() else False
             out[oid] = (templates[oid] & allowed & ~others & visible) | rim
         else:
             # a body its rigid look explains (placed by look, `LOOK_EXPLAINS`) is as its look has it

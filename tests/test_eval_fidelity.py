@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = ("scenes/free_fall/000001.yaml", "scenes/perfectly_elastic_collision/000001.yaml")
 FAMILIES = ("ded/retime_0.7x", "ded/reversed", "ded/cf_gravity", "ded/h264_crf28", "ded/gain", "ded/overlay",
             "ded/shake", "ded/zoom", "ded/h264_crf34", "ded/retime_0.7x+crf34", "pg/shift_large", "pg/jpeg75", "pg/recolour",
+            "pg/blur",
             "fg/time_early", "fg/jpeg75", "fg/labels_on", "fg/zoom", "ded/cf_background", "fg/cf_background")
 
 

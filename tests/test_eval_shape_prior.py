@@ -669,3 +669,37 @@ def test_on_white_a_blurred_rim_less_than_half_body_is_no_part_of_the_mask():
     beyond = masks["ball"] & ~truth
     assert beyond.sum() <= 0.25 * ring.sum(), (int(beyond.sum()), int(ring.sum()), notes)
     assert M.iou(masks["ball"], truth) >= 0.94     # keeping the blob's whole ring: 0.88
+
+
+def test_the_edge_model_is_a_ramp_when_sharp_and_a_gaussian_edge_when_blurred():
+    from scipy.special import ndtr
+
+    sd = np.linspace(-4, 4, 161)
+    assert np.array_equal(SP.edge_coverage(sd, 0.0), np.clip(0.5 + sd, 0, 1))
+    for s in (0.6, 1.2, 2.0):
+        assert np.max(np.abs(SP.edge_coverage(sd, s) - ndtr(sd / s))) < 0.01
+
+
+@pytest.mark.parametrize("right, sigma", [((235.0, 215.0, 205.0), 2.0), ((200.0, 120.0, 100.0), 1.2)])
+def test_a_blurred_body_is_fitted_with_the_answers_blur(right, sigma):
+    # a ball dark on its left and lighter on its right, on white, blurred: read against a one-pixel
+    # ramp the blurred rim pulls the fitted outline toward the dark side; the edge of the answer's
+    # own blur places it nearer where it is
+    import cv2
+
+    centre = np.array([0.02, 0.0, 0.5])
+    cover = _coverage(centre, 0.08)
+    u = CAM.project(centre[None])[0][0]
+    colour = np.where((np.arange(W)[None, :, None] + 0.5) < u, np.array([60.0, 20.0, 20.0]), np.array(right))
+    white = np.full((H, W, 3), 255.0)
+    img = np.clip(np.round(cv2.GaussianBlur(cover[..., None] * colour + (1 - cover[..., None]) * white, (0, 0), sigma)),
+                  0, 255).astype(np.uint8)
+    plate = np.full_like(img, 255)
+    blob = np.abs(img.astype(int) - 255).sum(axis=2) > 30
+    alpha, weight = SP.luma_alpha(img, plate, blob)
+    truth = CAM.project(centre[None])[0]
+    err = {}
+    for b in (0.0, sigma):
+        fits = SP.fit_bodies(CAM, [sphere()], [[SP.blob_centroid(blob)]], blob, alpha, weight, None, edge_blur=b)
+        err[b] = float(np.hypot(*(np.asarray(fits[0].image_centre) - truth)))
+    assert err[sigma] < 0.3 and err[sigma] < 0.5 * err[0.0], err

@@ -42,7 +42,7 @@ from ..metrics import mask_centroid
 from .appearance import Looks, make_sprite
 from .base import SegmentContext, Segmentation
 from .body_size import scaled_bodies
-from .conditioning import scene_view, white_view
+from .conditioning import rim_softness, scene_view, white_view
 from .matting import FIT_CHROMA_WEIGHT, nearest_inside, weighted_ycc
 from .overlay import ANSWER_ORANGE, InputLayer
 from .photometry import channel_difference
@@ -1017,7 +1017,7 @@ class ClassicalSegmenter:
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, np.full_like(image, 255), allowed=everything,
                     ambiguous=~everything, unobservable=ignore, time=ctx.time, alike=alike,
-                    min_iou=MIN_FIT_IOU_WHITE, keep_rims=True, limbs=ctx.limbs)
+                    min_iou=MIN_FIT_IOU_WHITE, keep_rims=True, limbs=ctx.limbs, edge_blur=_white_blur(image, ctx, ignore))
             notes.extend(prior_notes)
         contrast = self._contrast(ctx, models)
         confidence = {i: float(min(1.0, contrast[i] / (2 * LOW_CONTRAST_DE))) if i in contrast else 0.5 for i in ids}
@@ -1056,6 +1056,17 @@ def alike_groups(case) -> list[list[str]]:
         ids = [o.id for o in case.objects]
         return [g for g in _groups(ids, models) if len(g) > 1]
     return case.memo("alike_groups", make)
+
+
+def _white_blur(image: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
+    """How much softer than a sharp render an answer on white draws its objects, for the shape
+    prior's edge model: the blur matched at the rims of the objects it shows where the objects-only
+    reference has them (`conditioning.rim_softness`; 0 where none is). On white the rims are read
+    cleanly; in a scene the blur estimates (a video's rim softness, an image's blur matched on the
+    plate) also read a codec's smear and a resampling, and fitting their edge moved the fidelity
+    rows both ways, so scenes keep the one-pixel ramp."""
+    ref = ctx.reference_image
+    return rim_softness(image, ctx, hidden) if ref is not None and ref.shape == image.shape else 0.0
 
 
 def context_for_case(case, subtrack: str, priors: dict[str, tuple[float, float]] | None = None) -> SegmentContext:

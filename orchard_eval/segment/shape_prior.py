@@ -13,7 +13,10 @@ What is measured and what is assumed:
   (Geman–McClure) between the silhouette's coverage (a one-pixel ramp across the outline) and a
   per-pixel matting estimate against the clean plate (`luma_alpha`), by a simplex search from the
   blob's centroid; shadow-like pixels, answer-overlay pixels and other objects' pixels carry no
-  weight, so occluders and cast shadows do not drag it;
+  weight, so occluders and cast shadows do not drag it. Where the caller knows the answer is
+  softer than a sharp render (on white, `edge_blur`) the ramp is the edge of that blur
+  (`edge_coverage`): against a one-pixel ramp a blurred rim pulls the outline toward the body's
+  darker side;
 * two look-alike objects whose blobs touch are fitted jointly to their union (coverage of the two
   silhouettes together) from several starting splits: colour cannot say where one ends;
 * the attitude is chosen, not fitted: among the attitudes the case records for the object (at the
@@ -490,7 +493,7 @@ def fit_body(camera: Camera, body: BodyPrior, blob: np.ndarray, evidence: np.nda
 def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[float, float]]], blob: np.ndarray,
                evidence: np.ndarray, weight: np.ndarray, time: float | None,
                rims: list[LimbModel | None] | None = None, attitudes: list[np.ndarray] | None = None,
-               smear_px: float = 0.0) -> list[Fit] | None:
+               smear_px: float = 0.0, edge_blur: float = 0.0) -> list[Fit] | None:
     """Jointly fit several bodies that together make up `blob` (look-alike objects that touch or
     overlap in the image): the modelled coverage is the union of their silhouettes. `starts`: the
     image positions to start from, one list (a position per body) per start; the start and the
@@ -499,7 +502,10 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
     outline direction sits where the rendered rim does; the fitted pose is the geometric one.
     `attitudes`: one attitude per body to fit with (a refit), instead of each body's candidates.
     `smear_px`: how far outside its outline the answer smears a body's colour (`SMEAR_PER_SIGMA` ×
-    the answer's rim softness): those pixels say nothing against a fit and are left out of `Fit.iou`."""
+    the answer's rim softness): those pixels say nothing against a fit and are left out of `Fit.iou`.
+    `edge_blur`: the Gaussian σ (pixels) by which the answer is softer than a sharp render: the
+    modelled coverage across each outline is that blur's edge instead of the one-pixel ramp (read
+    against a blurred rim, the ramp pulls an outline toward the body's darker side)."""
     if int(blob.sum()) < MIN_BLOB_PX:
         return None
     h, w = blob.shape
@@ -581,13 +587,13 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             shifted = [ShiftedField(f, rows, cols) for f in fields]
 
             def cost(p, shifted=shifted, jacs=jacs):
-                # coverage of the union: a one-pixel ramp across the outline nearest outside
+                # coverage of the union across the outline nearest outside
                 sd = None
                 for i, (fld, J) in enumerate(zip(shifted, jacs)):
                     du, dv = J @ p[2 * i:2 * i + 2]
                     s_i = fld.at(du, dv)
                     sd = s_i if sd is None else np.maximum(sd, s_i, out=sd)
-                return robust(np.minimum(np.maximum(sd + 0.5, 0.0), 1.0))
+                return robust(edge_coverage(sd, edge_blur))
 
             n = 2 * len(bodies)
             simplex = np.vstack([np.zeros(n), np.eye(n)])
@@ -614,6 +620,15 @@ def fit_bodies(camera: Camera, bodies: list[BodyPrior], starts: list[list[tuple[
             if good:
                 break      # a start that already explains the blob: the others cannot do much better
     return None if best is None else best[1]
+
+
+def edge_coverage(sd: np.ndarray, blur: float) -> np.ndarray:
+    """A pixel's share inside an outline at signed distance `sd` (pixels, positive inside): a sharp
+    render's one-pixel ramp, or for `blur` > 0 the edge a Gaussian blur of that σ makes (the
+    logistic approximation of the normal CDF, within 1 % of it)."""
+    if blur <= 0.0:
+        return np.minimum(np.maximum(sd + 0.5, 0.0), 1.0)
+    return 1.0 / (1.0 + np.exp(sd * (-1.702 / blur)))
 
 
 def _agreement(polys: list[np.ndarray], cx: np.ndarray, cy: np.ndarray, object_like: np.ndarray,
@@ -1003,7 +1018,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
                       time: float | None, alike: list[list[str]] | None = None, min_iou: float = MIN_FIT_IOU,
                       keep_rims: bool = False, scene_depth: np.ndarray | None = None,
                       limbs: dict[str, LimbModel] | None = None, shadows=None, faint: np.ndarray | None = None,
-                      softness: float = 0.0, looks=None, size_scales: dict | None = None
+                      softness: float = 0.0, looks=None, size_scales: dict | None = None, edge_blur: float = 0.0
                       ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]], list[str]]:
     """Refine per-object masks with their rigid silhouettes (see the module docstring).
 
@@ -1061,7 +1076,7 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
             None if scene_depth is None else scene_depth[roi], limbs, None if shadows is None else shadows.crop(*roi),
             None if faint is None else faint[roi], softness,
             None if looks is None else
-            (lambda oid, uv, x0=x0, y0=y0: looks.near(oid, (uv[0] + x0, uv[1] + y0), time)), size_scales)
+            (lambda oid, uv, x0=x0, y0=y0: looks.near(oid, (uv[0] + x0, uv[1] + y0), time)), size_scales, edge_blur)
         for k in out:
             out[k][roi] = sub[k]
         centres.update({k: (u + x0, v + y0) for k, (u, v) in sub_centres.items()})
@@ -1075,9 +1090,9 @@ class _RoiFit:
     start and how to fit."""
 
     def __init__(self, masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs,
-                 shadows, smear_px: float = 0.0):
+                 shadows, smear_px: float = 0.0, edge_blur: float = 0.0):
         self.bodies, self.camera, self.image, self.plate = bodies, camera, image, plate
-        self.smear_px = smear_px
+        self.smear_px, self.edge_blur = smear_px, edge_blur
         self.unobservable, self.time, self.scene_depth = unobservable, time, scene_depth
         self.limbs, self.shadows = limbs, shadows
         self.shape = shape = next(iter(masks.values())).shape
@@ -1179,7 +1194,7 @@ class _RoiFit:
         weight[distrusted] = 0.0
         again = fit_bodies(self.camera, [self.bodies[i] for i in ids], [[f.image_centre for f in fs]], blob, alpha,
                            weight, self.time, [self.limbs.get(i) for i in ids], [f.attitude for f in fs],
-                           smear_px=self.smear_px)
+                           smear_px=self.smear_px, edge_blur=self.edge_blur)
         if again is None:
             return fs, keep_now
         return [replace(a, lifted=f.lifted) for a, f in zip(again, fs)], keep_now
@@ -1345,7 +1360,8 @@ class _RoiFit:
             w = weight.copy()
             w[hidden | zone] = 0.0
             fs = fit_bodies(self.camera, [self.bodies[i] for i in ids], starts, blob, alpha, w, self.time,
-                            None if not self.limbs else [self.limbs.get(i) for i in ids], smear_px=self.smear_px)
+                            None if not self.limbs else [self.limbs.get(i) for i in ids], smear_px=self.smear_px,
+                            edge_blur=self.edge_blur)
             if fs is None or rounds == 1:
                 break
             sinking = [] if sunk else [self.sinks(i, f) for i, f in zip(ids, fs)]
@@ -1402,11 +1418,11 @@ def _beyond_unlike_body(roi: "_RoiFit", oid: str, fit: Fit, blob: np.ndarray) ->
 
 def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobservable, time, alike, min_iou,
                   keep_rims, scene_depth, limbs, shadows, faint=None, softness: float = 0.0, look=None,
-                  size_scales=None):
+                  size_scales=None, edge_blur: float = 0.0):
     smear = SMEAR_PER_SIGMA * softness
     video = size_scales is not None      # a video's frame (its sizes read on frame 0), not a single image
     roi = _RoiFit(masks, bodies, camera, image, plate, ambiguous, unobservable, time, scene_depth, limbs, shadows,
-                  smear)
+                  smear, edge_blur)
     shape = roi.shape
     notes: list[str] = []
     fits: dict[str, Fit] = {}

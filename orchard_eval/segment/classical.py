@@ -1001,7 +1001,8 @@ class ClassicalSegmenter:
             # white nothing occludes, so the silhouette (under a stricter fit) claims all its pixels
             # (H.264 turns the lit face of an off-white body pure white), the colour blob keeps its
             # pixels within one pixel of the outline that are more body than white (a limb shaded
-            # unlike the interior biases the fit there) and loses those farther out (ringing around a dark body)
+            # unlike the interior biases the fit there) and loses those farther out (ringing around
+            # a dark body); a soft answer is fitted with its own blur's edge
             if eligible is not None:
                 limbs = ctx.limbs if ctx.limbs_at is None or ctx.time is None else ctx.limbs_at(ctx.time, ctx.gt_frame)
                 masks, centres, prior_notes = apply_shape_prior(
@@ -1017,7 +1018,8 @@ class ClassicalSegmenter:
                 masks, centres, prior_notes = apply_shape_prior(
                     masks, ctx.bodies, ctx.camera, image, np.full_like(image, 255), allowed=everything,
                     ambiguous=~everything, unobservable=ignore, time=ctx.time, alike=alike,
-                    min_iou=MIN_FIT_IOU_WHITE, keep_rims=True, limbs=ctx.limbs, edge_blur=_white_blur(image, ctx, ignore))
+                    min_iou=MIN_FIT_IOU_WHITE, keep_rims=True, limbs=ctx.limbs,
+                    edge_blur=_white_blur(image, ctx, ignore))
             notes.extend(prior_notes)
         contrast = self._contrast(ctx, models)
         confidence = {i: float(min(1.0, contrast[i] / (2 * LOW_CONTRAST_DE))) if i in contrast else 0.5 for i in ids}

@@ -1029,16 +1029,17 @@ def apply_shape_prior(masks: dict[str, np.ndarray], bodies: dict[str, BodyPrior]
     several starting splits. `keep_rims`: the mask is the whole silhouette plus the blob's pixels
     within one pixel outside its outline that are at least half body (`RIM_BODY_SHARE`); blob pixels
     farther out are dropped (on a white background, where nothing occludes and colour places rims
-    well, but shading at a limb can bias the fit by a pixel). `scene_depth`: the static scene's depth (see `EvalCase.scene_depth`), which
-    tells the pixels a support hides. `limbs`: per object, its rim shading (`LimbModel`). `shadows`:
+    well, but shading at a limb can bias the fit by a pixel). `scene_depth`: the static scene's
+    depth (see `EvalCase.scene_depth`), which tells the pixels a support hides. `limbs`: per object, its rim shading (`LimbModel`). `shadows`:
     where the bodies' cast shadows fall (`segment.shadows.CastShadows`); with it, shadow-like pixels
     are distrusted only there, and a body's unlit side elsewhere is evidence again. `faint`: pixels
     that differ from the plate by more than its noise though less than a change: a silhouette claims
     them where they lie more than a pixel inside its outline and nothing hides the body (a dark body
     passing in front of a dark support). `softness`: the Gaussian σ (px) by which the answer smears
     a body's colour across its outline (`conditioning.rim_softness`): blob pixels that close outside
-    a fitted outline are its smear, neither evidence against the fit nor part of the mask. Returns
-    (masks, image centres of the fitted bodies, notes).
+    a fitted outline are its smear, neither evidence against the fit nor part of the mask.
+    `edge_blur`: the Gaussian σ (px) by which the answer is softer than a sharp render, fitted as
+    that blur's edge (`fit_bodies`). Returns (masks, image centres of the fitted bodies, notes).
 
     Works on the region around the blobs only (a crop with the camera's principal point moved), so
     its cost follows the objects' size, not the frame's."""

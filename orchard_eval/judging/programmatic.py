@@ -324,9 +324,8 @@ def _overlaps(a, b) -> bool:
 def read_speed_labels(img: np.ndarray, n_expected: int, places: list | None = None) -> list:
     """OCR readings of an F-G image's speed labels: the whole frame and its orange layer isolated as
     dark on white (graded by closeness to orange, so anti-aliased edges survive; read only around
-    its ink, `_read_layer`), at 2× and, while
-    fewer than `n_expected` complete labels are read, at 1× as well (small text on a light, busy
-    ground often reads at its own scale only); overlapping readings merged (`_merge_readings`).
+    its ink, `_read_layer`), at 2× and, while fewer than `n_expected` complete labels are read, at
+    1× as well (small text on a light, busy ground often reads at its own scale only); overlapping readings merged (`_merge_readings`).
     While labels are still missing, every incomplete reading (a number without its `v =`, a stray
     `v`) and every expected label place (`places`, boxes) is read again from a crop of the isolated
     layer: a text detector that joins a label to a neighbouring shape or splits it on a busy or

@@ -1063,10 +1063,9 @@ def alike_groups(case) -> list[list[str]]:
 def _white_blur(image: np.ndarray, ctx, hidden: np.ndarray | None) -> float:
     """How much softer than a sharp render an answer on white draws its objects, for the shape
     prior's edge model: the blur matched at the rims of the objects it shows where the objects-only
-    reference has them (`conditioning.rim_softness`; 0 where none is). On white the rims are read
-    cleanly; in a scene the blur estimates (a video's rim softness, an image's blur matched on the
-    plate) also read a codec's smear and a resampling, and fitting their edge moved the fidelity
-    rows both ways, so scenes keep the one-pixel ramp."""
+    reference has them (`conditioning.rim_softness`; 0 where none is). Scenes keep the one-pixel
+    ramp: there the blur estimates (a video's rim softness, an image's blur matched on the plate)
+    also read a codec's smear and a resampling, not a Gaussian blur."""
     ref = ctx.reference_image
     return rim_softness(image, ctx, hidden) if ref is not None and ref.shape == image.shape else 0.0
 

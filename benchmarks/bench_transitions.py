@@ -17,8 +17,12 @@ draw, `fidelity.bench.select_cases`). Three measurements:
    re-timed and counterfactual Deduction answers, reported F1 against the F1 of the events the
    answer truly shows (re-timed: the case's events at t / speed that fall inside the clip and, for a
    speed-up, which holds the GT's last frame from T / speed on, a sliding_arrest there of every body
-   still moving at T other than in free flight; counterfactual: its own build's events.json), both
-   scored against the case's events; target: mean |reported − true| ≤ 0.05.
+   still moving at T other than in free flight; counterfactual: its own build's events.json; either
+   split by `observable` at the case's frame rate and its shown events taken), both scored as the run
+   scores (against the case's shown events, detections only an unsure one takes excused); target:
+   mean |reported − true| ≤ 0.05.
+
+"Cases with events" are cases with at least one shown event (`apt.answers.with_events`).
 """
 from __future__ import annotations
 
@@ -29,8 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from orchard_eval.apt.answers import with_events
 from orchard_eval.apt.detect import A_MIN, H_RATIO, V_EPS, bodies_only, detect_transitions
-from orchard_eval.apt.matching import match_chains
+from orchard_eval.apt.matching import match_chains, without_excused
+from orchard_eval.apt.observable import case_observable, observable_events, track_heights
 from orchard_eval.apt.taxonomy import Transition
 from orchard_eval.cases import ObjectTracks, load_dataset
 
@@ -40,8 +46,13 @@ FIDELITY = {"ded/retime_0.7x": ("speed", 0.7), "ded/retime_1.4x": ("speed", 1.4)
 
 
 def _f1(case, chain) -> float:
+    """F1 of `chain` as the run scores a detected chain: against the case's shown events, a detection
+    that only an unsure one takes excused (`observable`)."""
     ids = [o.id for o in case.objects]
-    return match_chains(bodies_only(chain, ids), bodies_only(case.events, ids), match_objects=True).overall.f1
+    ob = case_observable(case)
+    shown, unsure = bodies_only(ob.shown, ids), bodies_only(ob.unsure, ids)
+    pred = without_excused(bodies_only(chain, ids), shown, unsure, match_objects=True)
+    return match_chains(pred, shown, match_objects=True).overall.f1
 
 
 def _sampled(tr: ObjectTracks, ts: np.ndarray) -> ObjectTracks:
@@ -55,7 +66,7 @@ def ceiling(cases) -> None:
     rows = []
     for c in cases:
         tr = c.object_tracks()
-        if not c.events or tr is None:
+        if not with_events(c) or tr is None:
             continue
         ts = np.unique(np.round(np.array([0.0] + [float(t) for t in c.timestamps]) * c.gt_fps)) / c.gt_fps
         rows.append((_f1(c, detect_transitions(c, _sampled(tr, ts))),
@@ -86,8 +97,8 @@ def score_dir(dataset: str, pred: str, ids: list[str], label: str, verbose: bool
 
 
 def baseline_report(kind: str, recs: dict[str, dict], cases: dict) -> bool:
-    f1 = {cid: r["transitions"]["f1"] for cid, r in recs.items() if r.get("transitions") and cases[cid].events}
-    na = [cid for cid, r in recs.items() if cases[cid].events and not r.get("transitions")]
+    f1 = {cid: r["transitions"]["f1"] for cid, r in recs.items() if r.get("transitions") and with_events(cases[cid])}
+    na = [cid for cid, r in recs.items() if with_events(cases[cid]) and not r.get("transitions")]
     secs = [r["_s"] for r in recs.values()]
     vals = np.array(list(f1.values()) + [0.0] * len(na))
     if not vals.size:
@@ -103,30 +114,41 @@ def baseline_report(kind: str, recs: dict[str, dict], cases: dict) -> bool:
             if v < 0.95:
                 tr = recs[cid]["transitions"]
                 print(f"    {cid}: F1 {v:.3f}; detected {[(d['type'], d['t']) for d in tr['detected']]}; GT "
-                      f"{[(e.type, round(e.t, 3)) for e in cases[cid].events]}")
+                      f"{[(e.type, round(e.t, 3)) for e in case_observable(cases[cid]).shown]}")
     return ok
 
 
 def true_events(case, family: str, work: Path) -> list[Transition] | None:
+    """The transitions the family's answer to `case` truly shows (`observable`: at the case's frame rate)."""
     spec = FIDELITY[family]
+    ids = [o.id for o in case.objects]
     if isinstance(spec, tuple):
         s, T = spec[1], case.physics_duration
-        out = [Transition(e.type, e.t / s, e.objects) for e in case.events if e.t / s <= T + 1e-9]
-        tracks = case.object_tracks() if s > 1 else None
-        if tracks is not None:
-            # a speed-up runs out of GT at T / s and holds its last frame: a body still moving on its
-            # support there stops dead, moving → stationary, and an answer that shows it truly shows an
-            # arrest (one frozen in mid-flight shows no transition of the taxonomy)
-            for o in case.objects:
-                v = tracks.velocities.get(o.id)
-                if v is not None and len(v) >= 3 and float(np.linalg.norm(v[-1])) > V_EPS \
-                        and not _ballistic(tracks.times[-3:], v[-3:]):
-                    out.append(Transition("sliding_arrest", T / s, (o.id,)))
-        return sorted(out, key=lambda e: e.t)
+        h = track_heights(case.object_tracks(), case.intrinsic, case.extrinsic)
+        retimed = None if h is None else (lambda b, t: h(b, t * s))
+        return list(observable_events(_retimed_events(case, s, T), ids, case.gt_fps, T, retimed).shown)
     from orchard_eval.fidelity.counterfactual import load_variant_case
 
     v = load_variant_case(work / "counterfactual", spec, case)
-    return None if v is None or v.events is None else list(v.events)
+    if v is None or v.events is None:
+        return None
+    return list(case_observable(v).shown)
+
+
+def _retimed_events(case, s: float, T: float) -> list[Transition]:
+    """The case's events in an answer played `s` times as fast (cut at T)."""
+    out = [Transition(e.type, e.t / s, e.objects) for e in case.events if e.t / s <= T + 1e-9]
+    tracks = case.object_tracks() if s > 1 else None
+    if tracks is not None:
+        # a speed-up runs out of GT at T / s and holds its last frame: a body still moving on its
+        # support there stops dead, moving → stationary, and an answer that shows it truly shows an
+        # arrest (one frozen in mid-flight shows no transition of the taxonomy)
+        for o in case.objects:
+            v = tracks.velocities.get(o.id)
+            if v is not None and len(v) >= 3 and float(np.linalg.norm(v[-1])) > V_EPS \
+                    and not _ballistic(tracks.times[-3:], v[-3:]):
+                out.append(Transition("sliding_arrest", T / s, (o.id,)))
+    return sorted(out, key=lambda e: e.t)
 
 
 def _ballistic(t: np.ndarray, v: np.ndarray) -> bool:
@@ -145,7 +167,7 @@ def fidelity(dataset: str, work: Path, ids: list[str], cases: dict) -> None:
         if not root.is_dir():
             print(f"{fam}: no answers under {root}")
             continue
-        have = [cid for cid in ids if cases[cid].events and (root / "cases" / cid / "deduction").is_dir()]
+        have = [cid for cid in ids if with_events(cases[cid]) and (root / "cases" / cid / "deduction").is_dir()]
         recs = score_dir(dataset, str(root), have, fam, verbose=False)
         rows = []
         for cid in have:
@@ -185,7 +207,7 @@ def main() -> None:
         ids = sorted(ds.cases)
     cases = {cid: ds.cases[cid] for cid in ids}
     print(f"{len(ids)} cases ({'all' if not a.per_task else f'{a.per_task} per task'}), "
-          f"{sum(1 for c in cases.values() if c.events)} with events", flush=True)
+          f"{sum(1 for c in cases.values() if with_events(c))} with events a video shows", flush=True)
     ceiling(cases.values())
     if a.gt_only:
         return

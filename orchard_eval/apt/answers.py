@@ -6,8 +6,10 @@ computed at the timestamps T_c (`ObjectiveResult.segmentations`) plus one more, 
 frame 0 at t = 0 (a motion that starts at t = 0 — a breakaway, a launch — has no "before" without
 it), so the run's cost grows by one segmented frame per answer at most (per case when the answers
 start on the condition frame, see `_frame0_segmentation`). `detect.detect_transitions` reads
-the chain off those tracks and `matching.match_chains` scores it against the case's events.json on
-body ids (fixtures are not tracked): same type, same bodies, within ±200 ms, one-to-one.
+the chain off those tracks and `matching.match_chains` scores it against the events of the case's
+events.json that a video at its frame rate shows (`observable`), on body ids (fixtures are not
+tracked): same type, same bodies, within ±200 ms, one-to-one; a detection that only an unsure event
+(a real transition a video may not show) takes is excused, neither a hit nor a false alarm.
 
 A response whose transition score cannot be computed (no events.json, no camera or GT tracks, too
 few located frames, a segmenter error) has `transitions: null` and a note saying why; it never fails
@@ -23,7 +25,8 @@ import numpy as np
 
 from ..cases import EvalCase
 from .detect import bodies_only, detect_transitions
-from .matching import Counts, match_chains
+from .matching import Counts, match_chains, without_excused
+from .observable import case_observable
 
 log = logging.getLogger("orchard_eval")
 
@@ -104,16 +107,24 @@ def score_answer(case: EvalCase, packet, segmentations: Sequence | None, segment
         return None, "transition score not applicable: no camera or GT tracks, or fewer than three located frames"
     ids = [o.id for o in case.objects]
     pred = bodies_only(detect_transitions(case, tracks), ids)
-    r = match_chains(pred, bodies_only(case.events, ids), match_objects=True)
+    ob = case_observable(case)
+    shown, unsure = bodies_only(ob.shown, ids), bodies_only(ob.unsure, ids)
+    scored = without_excused(pred, shown, unsure, match_objects=True)
+    r = match_chains(scored, shown, match_objects=True)
     out = {**r.overall.as_dict(),
            "per_type": {k: v.as_dict() for k, v in sorted(r.per_type.items())},
            "detected": [{"type": p.type, "t": round(p.t, 4), "objects": list(p.objects)} for p in pred],
+           "n_excused": len(pred) - len(scored), "n_unsure": len(unsure),
            "n_frames": int(tracks.times.size)}
     return out, None
 
 
 def with_events(case: EvalCase | None) -> bool:
-    return case is not None and bool(case.events)
+    """The case has events a video of it shows (`observable`): its transition F1 enters the mean."""
+    if case is None or not case.events:
+        return False
+    ob = case_observable(case)
+    return ob is not None and bool(ob.shown)
 
 
 def summarise(records: Iterable[Mapping[str, Any]], cases: Mapping[str, EvalCase], num_rollouts: int

@@ -33,9 +33,14 @@ Rules:
   apex at three samples) or three that rise from a detected landing (a first sample taken just
   before that landing is replaced by the landing point). `landing` (+ `elastic_rebound` when it
   rises again, `settling` when it stays down and still for two samples or more): where the
-  parabola meets the floor. `free_fall_onset`: a flight that starts at t = 0, or that takes off
-  from a support (two samples or more left out before it, or a level start), then also
-  `contact_break`: at the vertex off a level support, at the flight's first sample off a slope.
+  parabola meets the floor. A rebound whose flight lasts less than RESOLVED_FRAMES frame periods
+  (to its parabola's landing, or to the clip's end) begins residual bouncing, which a video does not
+  show hop by hop (`observable`): no rebound, apex or landing is reported from there on, and a body
+  that then stays down and still settles at the last hop's landing. An apex is reported only where
+  the parabola rises to it and falls from it by VISIBLE_PX pixels or more. `free_fall_onset`: a
+  flight that starts at t = 0, or that takes off from a support (two samples or more left out
+  before it, or a level start), then also `contact_break`: at the vertex off a level support, at
+  the flight's first sample off a slope.
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
   distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
   retreat after the contact; `inelastic_capture`: they stay in contact to the end; a collision
@@ -61,6 +66,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cases import EvalCase, ObjectInfo, ObjectTracks
+from .observable import RESOLVED_FRAMES
 from .taxonomy import Transition
 
 A_MIN = 1.0     # m/s²: the weakest gravity a case uses (Titan, 1.35) is above this
@@ -70,6 +76,7 @@ PIX_TOL = 2.0   # px: how far a located centre may be from the true one (segment
 TOL_FALLBACK = 0.005   # m: the position tolerance without a camera
 JITTER_FRAMES = 0.5   # frames: how early or late an answer frame may show its content (flight fits' second try)
 KINK_DEG = 8.0  # °: a bend of the path at least this sharp between straight stretches is a change of surface
+VISIBLE_PX = 1.0   # px: the least rise to and fall from an apex the detector reports (`observable` shows one from 2)
 
 
 def half_extent(o: ObjectInfo) -> float:
@@ -247,10 +254,24 @@ def _from_rest(ta: float, tb: float, tc: float, sb: float, sc: float) -> float:
     return _clamp((tb - r * tc) / (1 - r), ta, tb, ta)
 
 
+def _apex_shows(f: Flight, v: float, start: float, rises: bool, h: float, j: int, n: int, floor: np.ndarray,
+                t: np.ndarray, tol: float) -> bool:
+    """Whether the flight's parabola rises at least VISIBLE_PX pixels to its vertex from the flight's
+    start (the floor where it rises from a landing) and falls as much from it to its landing (the
+    floor) or the clip's end — `observable`'s rule for an apex a video shows; `tol` is PIX_TOL pixels in
+    metres at the body's distance."""
+    c = f.cz
+    top = float(np.polyval(c, v - f.t0))
+    low = h if rises else float(np.polyval(c, start - f.t0))
+    high = h if floor[j] or j < n - 1 else float(np.polyval(c, t[-1] - f.t0))
+    return min(top - low, top - high) >= VISIBLE_PX * tol / PIX_TOL
+
+
 # ---------------------------------------------------------------------------------------------
 # one body
 # ---------------------------------------------------------------------------------------------
-def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float = 0.0) -> list[Transition]:
+def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float = 0.0, span: float = 0.0
+          ) -> list[Transition]:
     out: list[Transition] = []
     n = t.size
     z = P[:, 2]
@@ -301,8 +322,16 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
             f.level_before = f.i - a >= 2 or (f.i - a == 1 and a == 0 and abs(z[1] - z[0]) <= tol)
             flights.append(f)
     landings: list[float] = []       # times of the landings detected so far
-    for f in flights:
+    residual: float | None = None    # when residual bouncing began (a hop shorter than `span`): the last landing seen
+    for k_f, f in enumerate(flights):
         i, j = f.i, f.j
+        if residual is not None:
+            # a hop of the residual bouncing: no transition of its own (`observable`), only its landing,
+            # which the settling follows
+            t_hop = f.reaches(h, last=True) if floor[j] or j < n - 1 else None
+            if t_hop is not None and t[i] - 1e-9 <= t_hop <= t[-1] + 1e-9:
+                residual = max(residual, t_hop)
+            continue
         # onset: from t = 0, or off a support it moved level on (not after a bounce: the body never
         # rested); leaving a support inside the clip also breaks the contact with it
         if i == 0 and t[0] <= 1e-9 and not floor[0]:
@@ -332,7 +361,8 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
         # than that is no apex (a body released from rest has its vertex at its start, and a located
         # one may put it a hair after)
         lead = 2 * tol / (abs(az) * (t[j] - start))
-        if (f.n >= 4 or (f.n == 3 and rises)) and start + lead < v < t[j] - 1e-6:
+        if (f.n >= 4 or (f.n == 3 and rises)) and start + lead < v < t[j] - 1e-6 \
+                and _apex_shows(f, v, start, rises, h, j, n, floor, t, tol):
             ev("projectile_apex", v)
         # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
         # the next-but-one: the sample after it may already be on the way up)
@@ -346,9 +376,21 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
             landings.append(t_land)
             after = z[t > t_land + 1e-9]
             if after.size and after[:2].max() > h + tol:
+                # it rises again: a rebound, unless the flight it starts lasts less than `span` (to its
+                # own landing, or to the clip's end), which makes it and what follows residual bouncing
+                nxt = flights[k_f + 1] if k_f + 1 < len(flights) else None
+                t_next = t[-1]
+                if nxt is not None and (floor[nxt.j] or nxt.j < n - 1):
+                    t_next = min(_clamp(nxt.reaches(h, last=True), t_land, t[-1], t[-1]), t[-1])
+                if t_next - t_land < span - 1e-9:
+                    residual = t_land
+                    continue
                 ev("elastic_rebound", t_land)
             elif after.size >= 2 and (after - h <= tol).all() and still[j:].all():
                 ev("settling", t_land)
+    if residual is not None and n >= 2 and floor[-2:].all() and still[-1]:
+        # the residual bouncing died out inside the clip: the body settles with its last landing
+        ev("settling", residual)
     # breakaway / arrest: still ↔ moving, outside flights
     in_flight = np.zeros(n, bool)
     for f in flights:
@@ -488,13 +530,14 @@ def detect_transitions(case: EvalCase, tracks: ObjectTracks) -> list[Transition]
     objs = [o for o in case.objects if o.id in tracks.positions]
     tols: dict[str, float] = {}
     jitter = JITTER_FRAMES / case.gt_fps if case.gt_fps else 0.0
+    span = RESOLVED_FRAMES / case.gt_fps if case.gt_fps else 0.0
     for o in objs:
         P = np.asarray(tracks.positions[o.id], float)
         ok = np.all(np.isfinite(P), axis=1)
         if ok.sum() < 3:
             continue
         tols[o.id] = position_tolerance(case, P[ok])
-        out += _body(o, t_all[ok], P[ok], tols[o.id], jitter)
+        out += _body(o, t_all[ok], P[ok], tols[o.id], jitter, span)
     for a in range(len(objs)):
         for b in range(a + 1, len(objs)):
             oa, ob = objs[a], objs[b]

@@ -130,6 +130,20 @@ def match_chains(pred: Sequence[Transition], gt: Sequence[Transition], tolerance
                        unknown_types=unknown)
 
 
+def without_excused(pred: Sequence[Transition], gt: Sequence[Transition], unsure: Sequence[Transition],
+                    tolerance: float = TOLERANCE_S, match_objects: bool = False) -> list[Transition]:
+    """`pred` less the predictions that no truth of `gt` takes but a transition of `unsure` does (same
+    rule as `match_chains`): real transitions a video may not show, whose report is not held against
+    the chain (`observable`). Scoring the rest against `gt` gives every truth the same prediction it
+    had before, since an excused one took none."""
+    if not unsure:
+        return list(pred)
+    taken = {i for i, _ in _greedy(pred, gt, tolerance, match_objects, match_type=True)}
+    rest = [i for i in range(len(pred)) if i not in taken]
+    excused = {rest[i] for i, _ in _greedy([pred[k] for k in rest], unsure, tolerance, match_objects, match_type=True)}
+    return [p for i, p in enumerate(pred) if i not in excused]
+
+
 def frame_grid_ceiling(gt: Sequence[Transition], frame_times: Iterable[float],
                        tolerance: float = TOLERANCE_S) -> Counts:
     """The best a chain could score if every timestamp had to be one of `frame_times`: each truth with

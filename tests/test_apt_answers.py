@@ -147,3 +147,25 @@ def test_the_frame0_segmentation_reuses_what_the_metrics_worked_out_for_the_answ
     assert note is None and calls == []
     fresh, _ = score_answer(case, pk, res.segmentations, seg)
     assert calls == [1] and fresh == shared        # a fresh context works the answer out again
+
+
+def test_the_chain_benchmark_holds_a_reply_to_the_shown_transitions_and_excuses_the_unsure_ones(built):
+    # FreeFall/000001 ends 18 ms after a rebound: the rebound is unsure (see above)
+    from orchard_eval.apt.export import gt_chain_doc
+    from orchard_eval.apt.score import score
+
+    ds, _, _ = built
+    case = load_dataset(ds).cases[FALL]
+    doc = gt_chain_doc(case)
+    assert [r["type"] for r in doc["unsure"]] == ["elastic_rebound"] and len(doc["transitions"]) == 5
+    assert schema_errors(doc, "eval_apt_chain.schema.json") == []
+
+    def one(rows):
+        recs = [{"type": r["type"], "t_ms": r["t_ms"]} for r in rows]
+        rep = score(ds, {FALL: {"case_id": FALL, "transitions": recs}})
+        return next(c for c in rep["cases"] if c["case_id"] == FALL)
+    every = one(doc["transitions"] + doc["unsure"])
+    assert every["f1"] == 1.0 and every["n_excused"] == 1 and every["n_unsure"] == 1
+    assert one(doc["transitions"])["f1"] == 1.0                     # leaving it out costs nothing
+    late = one(doc["transitions"] + [{"type": "elastic_rebound", "t_ms": 200}])   # no unsure rebound near
+    assert late["n_excused"] == 0 and late["f1"] == pytest.approx(10 / 11)

@@ -64,7 +64,10 @@ def built(tmp_path_factory):
 
 
 def _gt(ds):
-    return {cid: c.events for cid, c in load_dataset(ds).cases.items()}
+    """Each case's shown transitions (`observable`): the truth the benchmark scores against."""
+    from orchard_eval.apt.observable import case_observable
+
+    return {cid: case_observable(c).shown for cid, c in load_dataset(ds).cases.items()}
 
 
 def _write(path: Path, preds: dict) -> Path:
@@ -144,7 +147,8 @@ def test_export_writes_real_files_and_resumes(built, tmp_path):
         assert f"[Frame 16/16, t={e['duration_ms']}ms]" in text and '"t_ms"' in text
         chain = json.loads((d / "gt_chain.json").read_text())
         assert not schema_errors(chain, "eval_apt_chain.schema.json")
-        assert [r["type"] for r in chain["transitions"]] == [t.type for t in case.events]
+        assert sorted(r["type"] for r in chain["transitions"] + chain["unsure"]) == sorted(t.type for t in case.events)
+        assert [r["type"] for r in chain["transitions"]] == [t.type for t in _gt(built)[e["case_id"]]]
     # resume: a deleted case is written again, the other kept untouched
     first, second = (out / e["dir"] for e in man["cases"])
     stamp = (second / "entry.json").stat().st_mtime_ns

@@ -26,16 +26,23 @@ from ..atomic import write_json_atomic
 from ..cases import CaseFormatError, Dataset, EvalCase, load_dataset, schema_errors
 from ..media import MediaError, read_video_frames
 from ..paths import UnsafePathError, safe_join
+from .observable import case_observable
 from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan, prompt_as_text, prompt_parts
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2   # 2: gt_chain.json holds the shown transitions, the unsure ones apart
 
 
 def gt_chain_doc(case: EvalCase) -> dict:
-    events = case.events or ()
+    """The case's GT chain: the transitions its video shows, and those it may not (`observable`:
+    excused where a reply names them, never required)."""
+    ob = case_observable(case)
+    shown, unsure = (ob.shown, ob.unsure) if ob is not None else ((), ())
+
+    def rows(events):
+        return [{"type": e.type, "t_ms": int(round(1000 * e.t)), "t_s": e.t, "objects": list(e.objects)}
+                for e in events]
     return {"case_id": case.case_id, "duration_ms": int(round(1000 * case.physics_duration)),
-            "transitions": [{"type": e.type, "t_ms": int(round(1000 * e.t)), "t_s": e.t, "objects": list(e.objects)}
-                            for e in events]}
+            "transitions": rows(shown), "unsure": rows(unsure)}
 
 
 def case_dir(out: Path, case_id: str) -> Path:
@@ -87,12 +94,13 @@ def export_case(case: EvalCase, out: Path, n_frames: int) -> dict:
         parts = prompt_parts(plan, n_video, case.gt_fps)
         write_json_atomic(staged / "prompt.json", {"prompt_version": PROMPT_VERSION, "parts": parts})
         (staged / "prompt.txt").write_text(prompt_as_text(parts), encoding="utf-8")
-        write_json_atomic(staged / "gt_chain.json", gt_chain_doc(case))
+        doc = gt_chain_doc(case)
+        write_json_atomic(staged / "gt_chain.json", doc)
         entry = {"case_id": case.case_id, "dir": f"cases/{case.case_id}", "video": "video.mp4",
                  "fps": float(case.gt_fps), "n_video_frames": n_video,
                  "duration_ms": int(round(1000 * (n_video - 1) / case.gt_fps)), "frames": frame_rows,
                  "prompt": "prompt.json", "prompt_text": "prompt.txt", "gt_chain": "gt_chain.json",
-                 "n_gt": len(case.events), **_settings(n_frames)}
+                 "n_gt": len(doc["transitions"]), **_settings(n_frames)}
         write_json_atomic(staged / "entry.json", entry)
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():

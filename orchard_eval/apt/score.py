@@ -20,7 +20,8 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..cases import Dataset, EvalCase, load_dataset, schema_errors
-from .matching import TOLERANCE_S, Counts, frame_grid_ceiling, match_chains, pooled
+from .matching import TOLERANCE_S, Counts, frame_grid_ceiling, match_chains, pooled, without_excused
+from .observable import case_observable
 from .parse import ParsedChain, parse_chain
 from .prompt import DEFAULT_FRAMES, PROMPT_VERSION, frame_plan
 from .taxonomy import APT_TYPES, DOMAINS
@@ -67,12 +68,14 @@ def chain_of(rec: Mapping | None, duration_s: float | None) -> ParsedChain:
 
 
 def ceiling(cases: Iterable[EvalCase], n_frames: int, tolerance: float = TOLERANCE_S) -> Counts:
+    """The frame-grid ceiling over the cases' shown events (`observable`)."""
     total = Counts()
     for case in cases:
-        if case.events is None:
+        ob = case_observable(case)
+        if ob is None:
             continue
         plan = frame_plan(case.n_frames_declared, case.gt_fps, n_frames)
-        total.add(frame_grid_ceiling(case.events, [f.index / case.gt_fps for f in plan], tolerance))
+        total.add(frame_grid_ceiling(ob.shown, [f.index / case.gt_fps for f in plan], tolerance))
     return total
 
 
@@ -103,16 +106,21 @@ def score(cases: str | Path | Dataset, predictions: Mapping[str, Mapping] | str 
         if rec is None:
             missing.append(cid)
         chain = chain_of(rec, case.physics_duration)
-        gt = list(case.events)
-        r = match_chains(chain.transitions, gt, tolerance)
+        ob = case_observable(case)
+        gt = list(ob.shown)
+        # a reported transition that only an unsure one (real, but one the video may not show) takes
+        # is excused: neither a hit nor a false alarm
+        preds = without_excused(chain.transitions, gt, ob.unsure, tolerance)
+        r = match_chains(preds, gt, tolerance)
         results.append(r)
-        n_pred_total += len(chain.transitions)
+        n_pred_total += len(preds)
         dts += r.timing_errors
         loose += r.n_loose   # pairs matched by time alone: the denominator of type accuracy
         correct += int(round((r.type_accuracy or 0.0) * r.n_loose))
         if rec is not None and (chain.truncated or chain.dropped or not chain.found):
             parse_issues += 1
-        per_case.append({"case_id": cid, "n_gt": len(gt), "n_pred": len(chain.transitions), "tp": r.overall.tp,
+        per_case.append({"case_id": cid, "n_gt": len(gt), "n_pred": len(preds), "tp": r.overall.tp,
+                         "n_unsure": len(ob.unsure), "n_excused": len(chain.transitions) - len(preds),
                          "f1": r.overall.f1, "median_dt_ms": None if r.median_timing_error is None
                          else 1000 * r.median_timing_error, "parse": chain.as_dict()})
     pool = pooled(results)

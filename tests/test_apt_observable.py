@@ -108,6 +108,23 @@ def test_an_apex_is_shown_where_its_flight_visibly_turns():
     assert [e.type for e in ob2.shown] == ["free_fall_onset", "projectile_apex"]
 
 
+def test_a_clip_that_ends_just_after_an_apex_hides_the_apex_not_the_rebound_before_it():
+    # dropped from 1 m, rebounding at 2 m/s off the floor at 0.43 s; the clip ends 30 ms after the
+    # rebound's apex: its fall is under 2 px, its 20 cm rise is not
+    t_land = np.sqrt(2 * (1.0 - R) / G)
+    t_top = t_land + 2.0 / G
+    T_clip = t_top + 0.03
+    t = np.arange(0, int(T_clip * FPS) + 1) / FPS
+    z = np.where(t < t_land, 1.0 - 0.5 * G * t * t, R + 2.0 * (t - t_land) - 0.5 * G * (t - t_land) ** 2)
+    tracks = ObjectTracks(t, {"ball": np.stack([0 * t, 0 * t, z], 1)}, {"ball": np.zeros((t.size, 3))})
+    case = _case([], tracks)
+    ev = [T("free_fall_onset", 0.0, BALL), T("landing", t_land, ON_GROUND), T("elastic_rebound", t_land, ON_GROUND),
+          T("projectile_apex", t_top, BALL)]
+    ob = observable_events(ev, ["ball"], FPS, float(t[-1]), track_heights(tracks, case.intrinsic, case.extrinsic))
+    assert [e.type for e in ob.shown] == ["free_fall_onset", "landing", "elastic_rebound"]
+    assert [e.type for e in ob.unsure] == ["projectile_apex"]
+
+
 def test_a_detection_only_an_unsure_event_takes_is_excused_and_nothing_else_is():
     shown = [T("landing", 0.50, BALL)]
     unsure = [T("elastic_rebound", 0.50, BALL), T("projectile_apex", 0.52, BALL)]

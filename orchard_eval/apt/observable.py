@@ -15,10 +15,10 @@ two of its frames. The Deduction transition score therefore splits a case's even
 
 An event is unsure when
 * **residual bouncing** — it is a rebound off a support whose flight (to the body's next landing,
-  or to the clip's end) lasts less than RESOLVED_FRAMES frame periods or has an apex too small to
-  see (below), or any later landing, rebound off a support or apex of that body: the bouncing no
-  longer lasts the frames, or rises the pixels, a regime needs to be seen (the landing that begins
-  it and the `settling` or `inelastic_capture` that ends it are shown);
+  or to the clip's end) lasts less than RESOLVED_FRAMES frame periods or rises less than SHOWN_PX
+  pixels to its apex, or any later landing, rebound off a support or apex of that body: the
+  bouncing no longer lasts the frames, or rises the pixels, a regime needs to be seen (the landing
+  that begins it and the `settling` or `inelastic_capture` that ends it are shown);
 * **an apex too small to see** — a `projectile_apex` whose flight rises less than SHOWN_PX pixels to
   it (from the flight's start: a launch, a rebound, a roll-off) or falls less than that from it (to
   its landing, or to the clip's end): a body launched almost level, an apex a frame before the clip
@@ -78,15 +78,17 @@ def observable_events(events: Iterable[Transition], body_ids: Sequence[str], fps
         for (i, e), (j, g) in zip(mine, mine[1:]):
             if e.type == "sliding_arrest" and g.type == "static_breakaway" and g.t - e.t < span - _EPS:
                 unsure.update((i, j))
-        small = set() if heights is None else {i for i, e in mine if e.type == "projectile_apex" and _small_apex(
-            e, b, mine, bodies, duration, fps, heights)}
-        unsure |= small
+        turns = {} if heights is None else {i: _apex_turn(e, b, mine, bodies, duration, fps, heights)
+                                             for i, e in mine if e.type == "projectile_apex"}
+        unsure.update(i for i, (rise, fall) in turns.items() if min(rise, fall) < SHOWN_PX)
         for i, e in mine:
             if e.type != "elastic_rebound" or not _on_support(e, b, bodies):
                 continue
             land = next((g.t for _, g in mine if g.type == "landing" and g.t > e.t + _EPS), duration)
             top = next((j for j, g in mine if g.type == "projectile_apex" and e.t < g.t < land), None)
-            if land - e.t >= span - _EPS and top not in small:
+            # (a hop that rises too little to be seen; a fall the clip's end cuts short is the apex's
+            # matter alone)
+            if land - e.t >= span - _EPS and (top is None or turns.get(top, (np.inf,))[0] >= SHOWN_PX):
                 continue
             # a hop too short or too low to be seen: from here on the bouncing is residual
             unsure.add(i)
@@ -98,11 +100,12 @@ def observable_events(events: Iterable[Transition], body_ids: Sequence[str], fps
                       tuple(e for i, e in enumerate(ev) if i in unsure))
 
 
-def _small_apex(e: Transition, b: str, mine, bodies: set[str], duration: float, fps: float, heights: Heights) -> bool:
-    """Whether the apex's flight rises less than SHOWN_PX to it from the flight's start, or falls less
-    than that from it to its landing (or the clip's end), read at the frames: the top from the
-    parabola through the flight's frames (a straight line between two frames cuts it short), a start
-    or landing between frames at the lower of the two frames around it."""
+def _apex_turn(e: Transition, b: str, mine, bodies: set[str], duration: float, fps: float, heights: Heights
+               ) -> tuple[float, float]:
+    """How many pixels the apex's flight rises to it from the flight's start and falls from it to its
+    landing (or the clip's end), read at the frames: the top from the parabola through the flight's
+    frames (a straight line between two frames cuts it short), a start or landing between frames at
+    the lower of the two frames around it; (inf, inf) where a height is unknown."""
     start = max((g.t for _, g in mine if g.t <= e.t + _EPS and (
         g.type == "free_fall_onset" or (g.type == "elastic_rebound" and _on_support(g, b, bodies)))), default=0.0)
     end = min(min((g.t for _, g in mine if g.type == "landing" and g.t > e.t + _EPS), default=duration), duration)
@@ -112,7 +115,7 @@ def _small_apex(e: Transition, b: str, mine, bodies: set[str], duration: float, 
     here = heights(b, e.t)
     zs = [heights(b, x) for x in inside]
     if here is None or any(z is None for z in zs):
-        return False
+        return np.inf, np.inf
     top = here[0]
     if len(inside) >= 3:
         c = np.polyfit(np.asarray(inside) - e.t, [z[0] for z in zs], 2)
@@ -124,7 +127,9 @@ def _small_apex(e: Transition, b: str, mine, bodies: set[str], duration: float, 
         return None if any(z is None for z in around) else min(z[0] for z in around)
 
     low, high = lowest(start), lowest(end)
-    return low is not None and high is not None and min(top - low, top - high) * here[1] < SHOWN_PX
+    if low is None or high is None:
+        return np.inf, np.inf
+    return (top - low) * here[1], (top - high) * here[1]
 
 
 def track_heights(tracks, intrinsic, extrinsic) -> Heights | None:

@@ -149,3 +149,18 @@ def test_the_detector_reports_no_rebound_for_hops_between_frames_and_the_settlin
     r = match_chains(without_excused(det, shown, unsure, match_objects=True), shown, match_objects=True)
     assert r.overall.f1 == 1.0, (det, shown)
     assert any(d.type == "settling" for d in det)
+
+
+def test_a_fall_seen_at_two_samples_before_a_bounce_is_found_from_the_flight_after_it():
+    # dropped from 0.8 m, first impact at 0.39 s; sampled at t = 0 and 0.25 s only before it, then
+    # from 0.5 s on (rising): the fall is two samples, and a parabola through them and the 0.5-s
+    # sample is no fall; the flight after the bounce, traced back to the floor, places it
+    events, tracks = _decaying_bounces()
+    keep = [0, 6, 12, 13, 14, 16, 18]
+    ts = tracks.times[keep]
+    P = tracks.positions["ball"][keep]
+    sparse = ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)})
+    det = bodies_only(detect_transitions(_case(events, tracks), sparse), ["ball"])
+    t_land = events[1].t
+    assert [d.type for d in det][:3] == ["free_fall_onset", "elastic_rebound", "landing"]
+    assert all(abs(d.t - t_land) < 0.02 for d in det[1:3])

@@ -40,7 +40,10 @@ Rules:
   the parabola rises to it and falls from it by VISIBLE_PX pixels or more. `free_fall_onset`: a
   flight that starts at t = 0, or that takes off from a support (two samples or more left out
   before it, or a level start), then also `contact_break`: at the vertex off a level support, at
-  the flight's first sample off a slope.
+  the flight's first sample off a slope. Samples before a flight that fit no flight of their own
+  (a fall seen at two samples) are the fall into a bounce where the flight, traced back, meets the
+  floor between its first sample and the one before and they fall ballistically into that point:
+  a landing and a rebound there (and the onset at t = 0).
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
   distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
   retreat after the contact; `inelastic_capture`: they stay in contact to the end; a collision
@@ -254,6 +257,21 @@ def _from_rest(ta: float, tb: float, tc: float, sb: float, sc: float) -> float:
     return _clamp((tb - r * tc) / (1 - r), ta, tb, ta)
 
 
+def _falls_into(t: np.ndarray, P: np.ndarray, a: int, b: int, t_b: float, h: float) -> bool:
+    """Whether samples a … b − 1 and a bounce at (t_b, floor height h) lie on one downward parabola
+    (a ballistic fall: downward acceleration ≥ A_MIN, horizontal acceleration ≤ H_RATIO of it), the
+    horizontal position at the bounce extrapolated from the last two samples."""
+    tt = np.append(t[a:b], t_b)
+    zz = np.append(P[a:b, 2], h)
+    if tt.size < 3:
+        return False
+    az = 2 * float(np.polyfit(tt - tt[0], zz, 2)[0])
+    rate = (P[b - 1] - P[b - 2]) / (t[b - 1] - t[b - 2])
+    xy = [np.append(P[a:b, k], P[b - 1, k] + rate[k] * (t_b - t[b - 1])) for k in (0, 1)]
+    ah = float(np.hypot(*[2 * np.polyfit(tt - tt[0], c, 2)[0] for c in xy]))
+    return az <= -A_MIN and ah <= H_RATIO * abs(az) and bool(np.all(np.diff(zz) < 0))
+
+
 def _apex_shows(f: Flight, v: float, start: float, rises: bool, h: float, j: int, n: int, floor: np.ndarray,
                 t: np.ndarray, tol: float) -> bool:
     """Whether the flight's parabola rises at least VISIBLE_PX pixels to its vertex from the flight's
@@ -332,6 +350,18 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
             if t_hop is not None and t[i] - 1e-9 <= t_hop <= t[-1] + 1e-9:
                 residual = max(residual, t_hop)
             continue
+        prev_j = flights[k_f - 1].j if k_f else -1
+        if i - prev_j >= 3 and not floor[i] and not floor[prev_j + 1:i].any():
+            # the samples before this flight fit no flight of their own: where its parabola, traced
+            # back, meets the floor just before its first sample, the body bounced there, and those
+            # samples with the bounce point may be the fall into it (a fall seen at two samples)
+            t_b = f.reaches(h, last=False)
+            if t_b is not None and t[i - 1] < t_b < t[i] and _falls_into(t, P, prev_j + 1, i, t_b, h):
+                if prev_j < 0 and t[0] <= 1e-9:
+                    ev("free_fall_onset", t[0])
+                ev("landing", t_b)
+                ev("elastic_rebound", t_b)
+                landings.append(t_b)
         # onset: from t = 0, or off a support it moved level on (not after a bounce: the body never
         # rested); leaving a support inside the clip also breaks the contact with it
         if i == 0 and t[0] <= 1e-9 and not floor[0]:

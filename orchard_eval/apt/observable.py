@@ -86,8 +86,8 @@ def observable_events(events: Iterable[Transition], body_ids: Sequence[str], fps
                 continue
             land = next((g.t for _, g in mine if g.type == "landing" and g.t > e.t + _EPS), duration)
             top = next((j for j, g in mine if g.type == "projectile_apex" and e.t < g.t < land), None)
-            # (a hop that rises too little to be seen; a fall the clip's end cuts short is the apex's
-            # matter alone)
+            # a hop is judged by how long it lasts and how high it rises; a fall the clip's end cuts
+            # short hides its apex only
             if land - e.t >= span - _EPS and (top is None or turns.get(top, (np.inf,))[0] >= SHOWN_PX):
                 continue
             # a hop too short or too low to be seen: from here on the bouncing is residual

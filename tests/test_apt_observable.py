@@ -164,3 +164,80 @@ def test_a_fall_seen_at_two_samples_before_a_bounce_is_found_from_the_flight_aft
     t_land = events[1].t
     assert [d.type for d in det][:3] == ["free_fall_onset", "elastic_rebound", "landing"]
     assert all(abs(d.t - t_land) < 0.02 for d in det[1:3])
+
+
+def test_bouncing_that_turns_residual_but_outlasts_the_clip_may_be_read_as_settling():
+    # the decaying bounces cut after the landing of their first hop too short to see, before the
+    # capture: events.json has no capture in the clip, but a video shows a body that stays down
+    # (APT: settling)
+    events, tracks = _decaying_bounces(e=0.7, duration=4.0)
+    full = observable_events(events, ["ball"], FPS, float(tracks.times[-1]))
+    residual = min(e.t for e in full.unsure if e.type == "elastic_rebound")
+    lands = sorted(e.t for e in events if e.type == "landing" and e.t > residual)
+    capture = next(e.t for e in events if e.type == "settling")
+    assert len(lands) >= 2 and lands[0] < capture
+    cut = 0.5 * (lands[0] + lands[1])
+    ev = [e for e in events if e.t <= cut]
+    ob = observable_events(ev, ["ball"], FPS, cut)
+    assert not any(e.type == "settling" for e in ev)
+    assert [e.t for e in ob.unsure if e.type == "settling"] == [residual]
+    assert not any(e.type == "settling" for e in ob.shown)
+    # read as settling where the bouncing ends inside the clip: events.json's own capture is shown
+    assert [e.type for e in full.unsure].count("settling") == 0
+
+
+def test_a_landing_just_after_the_clip_is_unsure_at_its_last_frame():
+    # rebounding at 1.5 m/s off the floor at 0.45 s: the next landing is 0.306 s later, 5 ms after
+    # the clip's last frame, which shows the ball 7 mm (0.7 px) above the floor, falling
+    v = 1.5
+    t = np.arange(0, 19) / FPS
+    t_r = t[-1] + 0.005 - 2 * v / G
+    z0 = R + 0.5 * G * t_r ** 2
+    z = np.where(t < t_r, z0 - 0.5 * G * t * t, R + v * (t - t_r) - 0.5 * G * (t - t_r) ** 2)
+    tracks = ObjectTracks(t, {"ball": np.stack([0 * t, 0 * t, z], 1)}, {"ball": np.zeros((t.size, 3))})
+    ev = [T("free_fall_onset", 0.0, BALL), T("landing", t_r, ON_GROUND), T("elastic_rebound", t_r, ON_GROUND),
+          T("projectile_apex", t_r + v / G, BALL)]
+    case = _case(ev, tracks)
+    h = track_heights(tracks, case.intrinsic, case.extrinsic)
+    ob = observable_events(ev, ["ball"], FPS, float(t[-1]), h)
+    assert [(e.type, e.t) for e in ob.unsure] == [("landing", float(t[-1]))]
+    assert len(ob.shown) == 4
+    det = bodies_only(detect_transitions(case, tracks), ["ball"])
+    r = match_chains(without_excused(det, bodies_only(ob.shown, ["ball"]), bodies_only(ob.unsure, ["ball"]),
+                                     match_objects=True), bodies_only(ob.shown, ["ball"]), match_objects=True)
+    assert r.overall.f1 == 1.0, det
+    # a frame earlier (the ball 5 cm up): no landing is read there
+    early = observable_events(ev, ["ball"], FPS, float(t[-4]), h)
+    assert not any(e.type == "landing" and e.t > t_r for e in early.unsure)
+
+
+def test_a_three_sample_flight_ending_in_a_bounce_shows_its_apex_and_a_body_that_rolls_on_settles():
+    # thrown up at 1 m/s from 0.5 m above the floor: apex at 0.10 s, landing at 0.44 s, sampled at
+    # 0, 2 and 8 frames only before it; three points fit any curve, the bounce after them vouches
+    # for a flight
+    t_land = (1.0 + np.sqrt(1.0 + 2 * G * 0.5)) / G
+    v_up = 0.6 * (G * t_land - 1.0)
+
+    def z_at(x):
+        if x < t_land:
+            return R + 0.5 + x - 0.5 * G * x * x
+        s = x - t_land
+        return R + max(v_up * s - 0.5 * G * s * s, 0.0)
+    ts = np.array([0, 2, 8, 12, 14, 16, 18, 20]) / FPS
+    P = np.array([[0.0, 0.0, z_at(x)] for x in ts])
+    tracks = ObjectTracks(ts, {"ball": P}, {"ball": np.gradient(P, ts, axis=0)})
+    case = _case([], tracks)
+    det = bodies_only(detect_transitions(case, tracks), ["ball"])
+    apex = [d.t for d in det if d.type == "projectile_apex"]
+    assert apex and abs(apex[0] - 1.0 / G) < 0.02, det
+    assert any(d.type == "landing" and abs(d.t - t_land) < 0.02 for d in det)
+    # dropped onto the floor and captured (no rebound), then rolling on at 0.5 m/s: the capture ends
+    # the bouncing, not the motion — a settling at the landing
+    t_hit = np.sqrt(2 * 0.3 / G)
+    t = np.arange(0, 25) / FPS
+    x = np.where(t < t_hit, 0.0, 0.5 * (t - t_hit))
+    z = np.where(t < t_hit, R + 0.3 - 0.5 * G * t * t, R)
+    roll = ObjectTracks(t, {"ball": np.stack([x, 0 * t, z], 1)}, {"ball": np.zeros((t.size, 3))})
+    det2 = bodies_only(detect_transitions(_case([], roll), roll), ["ball"])
+    assert [d.type for d in det2] == ["free_fall_onset", "landing", "settling"], det2
+    assert abs(det2[2].t - t_hit) < 1.0 / FPS

@@ -31,9 +31,10 @@ Rules:
   start by more than the vertex time is known: a body released from rest has none) and the
   flight has at least four samples (three points fit any curve: the top of a loop looks like an
   apex at three samples) or three that rise from a detected landing (a first sample taken just
-  before that landing is replaced by the landing point). `landing` (+ `elastic_rebound` when it
-  rises again, `settling` when it stays down and still for two samples or more): where the
-  parabola meets the floor. A rebound whose flight lasts less than RESOLVED_FRAMES frame periods
+  before that landing is replaced by the landing point) or end in one. `landing` (+
+  `elastic_rebound` when it rises again, `settling` when it stays down at every later sample,
+  rolling or not: the build's settling is the capture onto the support, which ends the bouncing,
+  not the motion): where the parabola meets the floor. A rebound whose flight lasts less than RESOLVED_FRAMES frame periods
   (to its parabola's landing, or to the clip's end) begins residual bouncing, which a video does not
   show hop by hop (`observable`): no rebound, apex or landing is reported from there on, and a body
   that then stays down and still settles at the last hop's landing. An apex is reported only where
@@ -376,7 +377,8 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
             if t_on > t[0] + 1e-3:
                 ev("contact_break", t_on)
         # apex inside the flight, seen from at least four samples, or from three when the flight
-        # rises from a landing detected at its first sample (the bounce vouches for the flight)
+        # rises from a landing detected at its first sample or ends in one (the bounce vouches for
+        # the flight)
         v, start, az = f.vertex(), t[i], 2 * float(f.cz[0])
         rises = any((t[i - 1] if i > 0 else -1.0) < x <= t[i] + 1e-9 for x in landings)
         bounce = next((x for x in landings if t[i] + 1e-9 < x < t[i + 1]), None) if f.n == 3 else None
@@ -391,7 +393,9 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
         # than that is no apex (a body released from rest has its vertex at its start, and a located
         # one may put it a hair after)
         lead = 2 * tol / (abs(az) * (t[j] - start))
-        if (f.n >= 4 or (f.n == 3 and rises)) and start + lead < v < t[j] - 1e-6 \
+        lands = floor[j] or (j < n - 1 and (t_end := f.reaches(h, last=True)) is not None
+                             and t_end <= t[min(j + 2, n - 1)] + 1e-9)
+        if (f.n >= 4 or (f.n == 3 and (rises or lands))) and start + lead < v < t[j] - 1e-6 \
                 and _apex_shows(f, v, start, rises, h, j, n, floor, t, tol):
             ev("projectile_apex", v)
         # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
@@ -416,7 +420,8 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
                     residual = t_land
                     continue
                 ev("elastic_rebound", t_land)
-            elif after.size >= 2 and (after - h <= tol).all() and still[j:].all():
+            elif (rest := z[j + 1:] if floor[j] else after).size and (rest - h <= tol).all():
+                # down at every sample after the landing's own: captured, whether it rolls on or not
                 ev("settling", t_land)
     if residual is not None and n >= 2 and floor[-2:].all() and still[-1]:
         # the residual bouncing died out inside the clip: the body settles with its last landing

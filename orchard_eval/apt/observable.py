@@ -18,7 +18,14 @@ An event is unsure when
   or to the clip's end) lasts less than RESOLVED_FRAMES frame periods or rises less than SHOWN_PX
   pixels to its apex, or any later landing, rebound off a support or apex of that body: the
   bouncing no longer lasts the frames, or rises the pixels, a regime needs to be seen (the landing
-  that begins it and the `settling` or `inelastic_capture` that ends it are shown);
+  that begins it and the `settling` or `inelastic_capture` that ends it are shown). Where the
+  bouncing turns residual inside the clip (a hop lands again before the clip's end) but the clip
+  ends before it dies out, a `settling` at the landing that begins it is unsure too: the video
+  shows a body that stays down, which APT labels settling, though events.json has no capture
+  inside the clip;
+* **a landing just after the clip** — a body that falls towards the support it last bounced off
+  and is less than SHOWN_PX pixels above it at the clip's last frame is seen down there: a
+  `landing` at that frame is unsure (events.json stops at the clip's end);
 * **an apex too small to see** — a `projectile_apex` whose flight rises less than SHOWN_PX pixels to
   it (from the flight's start: a launch, a rebound, a roll-off) or falls less than that from it (to
   its landing, or to the clip's end): a body launched almost level, an apex a frame before the clip
@@ -73,6 +80,7 @@ def observable_events(events: Iterable[Transition], body_ids: Sequence[str], fps
     span = RESOLVED_FRAMES / fps
     bodies = set(body_ids)
     unsure: set[int] = set()
+    read_as: list[Transition] = []   # unsure readings of residual bouncing that events.json does not list
     for b in sorted(bodies):
         mine = [(i, e) for i, e in enumerate(ev) if b in e.objects]
         for (i, e), (j, g) in zip(mine, mine[1:]):
@@ -95,9 +103,37 @@ def observable_events(events: Iterable[Transition], body_ids: Sequence[str], fps
             unsure.update(j for j, g in mine if g.t > e.t + _EPS and (
                 g.type == "projectile_apex"
                 or (g.type in ("landing", "elastic_rebound") and _on_support(g, b, bodies))))
+            if land < duration - _EPS and not any(
+                    g.type in ("settling", "inelastic_capture") and g.t > e.t - _EPS for _, g in mine):
+                # the bouncing turned residual inside the clip (not a hop the clip's end cuts short) and
+                # the clip ends before it dies out: a video shows a body that stays down, which APT
+                # labels settling — that reading, from where the bouncing turned residual
+                read_as.append(Transition("settling", e.t, e.objects))
             break
+        if heights is not None:
+            read_as += _landing_at_the_end(b, mine, bodies, duration, fps, heights)
     return Observable(tuple(e for i, e in enumerate(ev) if i not in unsure),
-                      tuple(e for i, e in enumerate(ev) if i in unsure))
+                      tuple(sorted([e for i, e in enumerate(ev) if i in unsure] + read_as, key=lambda e: e.t)))
+
+
+def _landing_at_the_end(b: str, mine, bodies: set[str], duration: float, fps: float, heights: Heights
+                        ) -> list[Transition]:
+    """A landing at the clip's last frame, unsure, where the body falls into it less than SHOWN_PX
+    pixels above the support it last bounced off or landed on: the video's last frame shows it down,
+    though it lands only after the clip (events.json stops at the clip's end)."""
+    contact = [g for _, g in mine if g.type in ("landing", "elastic_rebound") and _on_support(g, b, bodies)]
+    if not contact or any(g.type in ("settling", "inelastic_capture") for _, g in mine):
+        return []
+    last = contact[-1]
+    if last.type == "landing" and not any(g.type == "elastic_rebound" and abs(g.t - last.t) <= _EPS for g in contact):
+        return []   # it is down already
+    end = np.floor(duration * fps + 1e-6) / fps
+    floor, here, before = heights(b, last.t), heights(b, end), heights(b, end - 1.0 / fps)
+    if floor is None or here is None or before is None or end - last.t < 1.0 / fps:
+        return []
+    if here[0] < before[0] and (here[0] - floor[0]) * here[1] < SHOWN_PX:
+        return [Transition("landing", float(end), last.objects)]
+    return []
 
 
 def _apex_turn(e: Transition, b: str, mine, bodies: set[str], duration: float, fps: float, heights: Heights

@@ -10,6 +10,7 @@ import pytest
 
 from orchard_eval.cases import load_dataset
 from orchard_eval.questions import answer_questions, generate_questions, score_answers
+from orchard_eval.questions.generate import shown_events
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = ["free_fall", "projectile_motion", "perfectly_elastic_collision", "inclined_plane", "uniform_linear_motion"]
@@ -47,9 +48,16 @@ def test_deterministic(docs):
 
 def test_oracle_and_constant_answerers(docs):
     ds, d = docs
-    oracle = {cid: answer_questions(doc, ds.cases[cid].object_tracks(), ds.cases[cid].events or ())
+    oracle = {cid: answer_questions(doc, ds.cases[cid].object_tracks(), shown_events(ds.cases[cid]))
               for cid, doc in d.items()}
     assert score_answers(d, oracle)["overall"]["accuracy"] == 1.0
+    # event-time questions ask about what a video shows: every one names an event type the case
+    # shows for that body
+    for cid, doc in d.items():
+        shown = {(e.type, o) for e in shown_events(ds.cases[cid]) for o in e.objects}
+        for q in doc["questions"]:
+            if q["kind"] == "event_time":
+                assert (q["args"]["label"], q["args"]["obj"]) in shown, (cid, q["text"])
     yes = {cid: {q["id"]: True for q in doc["questions"]} for cid, doc in d.items()}
     rep = score_answers(d, yes)["overall"]
     assert rep["accuracy"] == 0.5 and rep["balanced_accuracy"] == 0.5

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..atomic import write_json_atomic
 from ..cases import load_dataset, read_json_file, schema_errors
 from .answer import answer_questions
-from .generate import generate_questions
+from .generate import generate_questions, shown_events
 from .score import score_answers
 
 
@@ -47,7 +47,7 @@ def oracle_answers(cases: str, docs: dict[str, dict]) -> dict[str, dict]:
     unknown = sorted(set(docs) - set(ds.cases))
     if unknown:
         raise ValueError(f"questions for {len(unknown)} case(s) not in {cases}: {', '.join(unknown[:5])}")
-    return {cid: answer_questions(doc, ds.cases[cid].object_tracks(), ds.cases[cid].events or ())
+    return {cid: answer_questions(doc, ds.cases[cid].object_tracks(), shown_events(ds.cases[cid]))
             for cid, doc in docs.items()}
 
 

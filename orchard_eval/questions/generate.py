@@ -1,7 +1,7 @@
 """Balanced yes/no questions from a case's analytic solution. Every question is "quantity ⋚ threshold"
 over tracks and events (see `quantities`); each true statement gets a false twin (the threshold moved to
 the other side of the true value by a margin, or the comparison flipped), so half are true by
-construction. Deterministic: the choice is seeded from the case id and `GENERATOR_VERSION`."""
+construction. Deterministic: the choice is seeded from the case id and `SEED_KEY`."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +15,10 @@ from ..cases import EvalCase
 from .priors import case_prior
 from .quantities import evaluate
 
-GENERATOR_VERSION = "questions-1"
+GENERATOR_VERSION = "questions-2"
+# the draw's seed, apart from the version: questions-2 changed only which events qualify, so a case
+# none of whose event-time questions changed keeps its questions
+SEED_KEY = "questions-1"
 PAIRS_PER_CASE = 4  # 4 true/false pairs -> 8 questions
 
 
@@ -102,13 +105,23 @@ def _candidates(case: EvalCase, tracks, events, rng) -> list[tuple[str, list[dic
     return out
 
 
+def shown_events(case: EvalCase) -> tuple:
+    """The case's events a video of it shows (`apt.observable`): event-time questions ask about
+    these only — the first apex of a body launched almost level, a few milliseconds after the
+    launch and a fraction of a pixel above it, is no consequence a video decides."""
+    from ..apt.observable import case_observable
+
+    ob = case_observable(case)
+    return () if ob is None else tuple(ob.shown)
+
+
 def generate_questions(case: EvalCase) -> dict:
     """The questions document of one case (see schemas/questions.schema.json)."""
     tracks = case.object_tracks()
     if tracks is None:
         raise ValueError(f"{case.case_id}: no analytic tracks to derive questions from")
-    events = tuple(case.events or ())
-    seed = int(hashlib.sha256(f"{GENERATOR_VERSION}:{case.case_id}".encode()).hexdigest()[:16], 16)
+    events = shown_events(case)
+    seed = int(hashlib.sha256(f"{SEED_KEY}:{case.case_id}".encode()).hexdigest()[:16], 16)
     rng = random.Random(seed)
     cands = _candidates(case, tracks, events, rng)
     # round-robin over kinds (in a seeded order) so a case's questions cover different consequences

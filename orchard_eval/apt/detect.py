@@ -44,7 +44,11 @@ Rules:
   the flight's first sample off a slope. Samples before a flight that fit no flight of their own
   (a fall seen at two samples) are the fall into a bounce where the flight, traced back, meets the
   floor between its first sample and the one before and they fall ballistically into that point:
-  a landing and a rebound there (and the onset at t = 0).
+  a landing and a rebound there (and the onset at t = 0). A flight that rises from a landing
+  detected before its first sample falls as the body's other flights do: where its samples give it
+  a gravity G_APART away from theirs, and the arc from the landing with their gravity runs through
+  its first samples but misses its last one or two by PAST_BOUNCE_TOLS tolerances, it ends before
+  them (they lie past another bounce).
 * contact between two bodies — `contact_init` / `contact_break`: the separation crosses the contact
   distance, the time from the approach / retreat line extrapolated to it; `elastic_rebound`: they
   retreat after the contact; `inelastic_capture`: they stay in contact to the end; a collision
@@ -78,6 +82,8 @@ V_EPS = 0.05    # m/s: below this a body counts as at rest
 H_RATIO = 0.2   # horizontal over vertical acceleration below which a flight is ballistic
 PIX_TOL = 2.0   # px: how far a located centre may be from the true one (segmentation noise)
 TOL_FALLBACK = 0.005   # m: the position tolerance without a camera
+G_APART = 0.10   # a flight whose gravity is this far (relative) from the body's other flights' may hold two
+PAST_BOUNCE_TOLS = 4.0   # tolerances a sample lies off the arc the body's gravity gives, past another bounce
 JITTER_FRAMES = 0.5   # frames: how early or late an answer frame may show its content (flight fits' second try)
 KINK_DEG = 8.0  # °: a bend of the path at least this sharp between straight stretches is a change of surface
 VISIBLE_PX = 1.0   # px: the least rise to and fall from an apex the detector reports (`observable` shows one from 2)
@@ -175,13 +181,34 @@ class Flight:
 
     def reaches(self, level: float, last: bool) -> float | None:
         """The time the parabola is at height `level` (the later root when `last`, else the earlier)."""
-        c = self.cz.copy()
-        c[2] -= level
-        r = np.roots(c)
-        r = np.sort(r[np.isreal(r)].real)
-        if r.size == 0:
-            return None
-        return self.t0 + float(r[-1] if last else r[0])
+        r = _at_level(self.cz, level, last)
+        return None if r is None else self.t0 + r
+
+    def height(self, x: float) -> float:
+        return float(np.polyval(self.cz, x - self.t0))
+
+
+def _at_level(c: np.ndarray, level: float, last: bool) -> float | None:
+    """Where the parabola c (highest power first) is at height `level`: its later root when `last`,
+    else the earlier; None where it never is."""
+    c = np.array(c, float)
+    c[2] -= level
+    r = np.roots(c)
+    r = np.sort(r[np.isreal(r)].real)
+    return None if r.size == 0 else float(r[-1] if last else r[0])
+
+
+def _rising_arc(t_b: float, h: float, t: np.ndarray, z: np.ndarray, g: float | None = None) -> np.ndarray:
+    """The parabola (clip time, highest power first) through the bounce point (t_b, h) exactly that
+    fits the samples (t, z) best, z = h + v·s − g·s²/2 with s = t − t_b: v and g fitted, or v alone
+    for a given gravity `g`."""
+    s = np.asarray(t, float) - t_b
+    dz = np.asarray(z, float) - h
+    if g is None:
+        (v, g), *_ = np.linalg.lstsq(np.stack([s, -0.5 * s * s], 1), dz, rcond=None)
+    else:
+        v = float(np.dot(s, dz + 0.5 * g * s * s) / max(float(np.dot(s, s)), 1e-12))
+    return np.array([-0.5 * g, v + g * t_b, h - v * t_b - 0.5 * g * t_b * t_b])
 
 
 def _fit_flight(t: np.ndarray, P: np.ndarray, a: int, b: int, tol: float, jitter: float,
@@ -273,16 +300,15 @@ def _falls_into(t: np.ndarray, P: np.ndarray, a: int, b: int, t_b: float, h: flo
     return az <= -A_MIN and ah <= H_RATIO * abs(az) and bool(np.all(np.diff(zz) < 0))
 
 
-def _apex_shows(f: Flight, v: float, start: float, rises: bool, h: float, j: int, n: int, floor: np.ndarray,
+def _apex_shows(arc, v: float, start: float, rises: bool, h: float, j: int, n: int, floor: np.ndarray,
                 t: np.ndarray, tol: float) -> bool:
-    """Whether the flight's parabola rises at least VISIBLE_PX pixels to its vertex from the flight's
-    start (the floor where it rises from a landing) and falls as much from it to its landing (the
-    floor) or the clip's end — `observable`'s rule for an apex a video shows; `tol` is PIX_TOL pixels in
-    metres at the body's distance."""
-    c = f.cz
-    top = float(np.polyval(c, v - f.t0))
-    low = h if rises else float(np.polyval(c, start - f.t0))
-    high = h if floor[j] or j < n - 1 else float(np.polyval(c, t[-1] - f.t0))
+    """Whether the flight's parabola (`arc`: its height at a clip time) rises at least VISIBLE_PX
+    pixels to its vertex from the flight's start (the floor where it rises from a landing) and falls
+    as much from it to its landing (the floor) or the clip's end — `observable`'s rule for an apex a
+    video shows; `tol` is PIX_TOL pixels in metres at the body's distance."""
+    top = arc(v)
+    low = h if rises else arc(start)
+    high = h if floor[j] or j < n - 1 else arc(t[-1])
     return min(top - low, top - high) >= VISIBLE_PX * tol / PIX_TOL
 
 
@@ -380,29 +406,49 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
         # rises from a landing detected at its first sample or ends in one (the bounce vouches for
         # the flight)
         v, start, az = f.vertex(), t[i], 2 * float(f.cz[0])
+        arc, t_down = f.height, f.reaches(h, last=True)
         rises = any((t[i - 1] if i > 0 else -1.0) < x <= t[i] + 1e-9 for x in landings)
-        bounce = next((x for x in landings if t[i] + 1e-9 < x < t[i + 1]), None) if f.n == 3 else None
-        if bounce is not None:
+        bounce = next((x for x in landings if t[i] + 1e-9 < x < t[i + 1]), None)
+        if bounce is not None and f.n == 3:
             # its first sample was taken just before a bounce detected between it and the next: the
             # flight rises from the landing point, not from that sample
             c = np.polyfit([bounce, t[i + 1], t[i + 2]], [h, z[i + 1], z[i + 2]], 2)
             if 2 * c[0] <= -A_MIN:
                 v, start, rises, az = float(-c[1] / (2 * c[0])), bounce, True, 2 * float(c[0])
+        elif bounce is not None:
+            # rising from that bounce, the flight falls as the body's other flights do: where its
+            # samples give it another gravity, and an arc from the bounce with theirs runs through
+            # its first samples but not its last one or two, those lie past another bounce (a sample
+            # after the next bounce can sit where one weaker arc through the sample before the first
+            # would put it)
+            others = [-2 * float(g.cz[0]) for g in flights if g is not f]
+            g_ref = float(np.median(others)) if others else None
+            full = _rising_arc(bounce, h, t[i + 1:j + 1], z[i + 1:j + 1])
+            if g_ref is not None and abs(-2 * full[0] - g_ref) > G_APART * g_ref:
+                for m in (j - 1, j - 2):
+                    if m < i + 2:
+                        break
+                    c = _rising_arc(bounce, h, t[i + 1:m + 1], z[i + 1:m + 1], g_ref)
+                    miss = np.abs(np.polyval(c, t[i + 1:j + 1]) - z[i + 1:j + 1])
+                    if (miss[:m - i] <= 1.5 * tol).all() and miss[m - i] > PAST_BOUNCE_TOLS * tol:
+                        j = m
+                        v, start, rises, az = float(-c[1] / (2 * c[0])), bounce, True, 2 * float(c[0])
+                        arc, t_down = (lambda x, c=c: float(np.polyval(c, x))), _at_level(c, h, last=True)
+                        break
         # the vertex's time is known to about 2 tol / (|a_z| · the flight's span) (a fitted parabola's
         # slope at its end is known to about two tolerances over its span): one nearer the start
         # than that is no apex (a body released from rest has its vertex at its start, and a located
         # one may put it a hair after)
         lead = 2 * tol / (abs(az) * (t[j] - start))
-        lands = floor[j] or (j < n - 1 and (t_end := f.reaches(h, last=True)) is not None
-                             and t_end <= t[min(j + 2, n - 1)] + 1e-9)
+        lands = floor[j] or (j < n - 1 and t_down is not None and t_down <= t[min(j + 2, n - 1)] + 1e-9)
         if (f.n >= 4 or (f.n == 3 and (rises or lands))) and start + lead < v < t[j] - 1e-6 \
-                and _apex_shows(f, v, start, rises, h, j, n, floor, t, tol):
+                and _apex_shows(arc, v, start, rises, h, j, n, floor, t, tol):
             ev("projectile_apex", v)
         # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
         # the next-but-one: the sample after it may already be on the way up)
         if floor[j] or j < n - 1:
             lo, hi = (t[j - 1], t[j]) if floor[j] else (t[j], t[min(j + 2, n - 1)])
-            t_land = f.reaches(h, last=True)
+            t_land = t_down
             if not floor[j] and (t_land is None or t_land > hi + 1e-9):
                 continue
             t_land = _clamp(t_land, lo, hi, t[j])

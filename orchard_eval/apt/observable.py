@@ -80,7 +80,7 @@ def observable_events(events: Iterable[Transition], body_ids: Sequence[str], fps
     span = RESOLVED_FRAMES / fps
     bodies = set(body_ids)
     unsure: set[int] = set()
-    read_as: list[Transition] = []   # unsure readings of residual bouncing that events.json does not list
+    read_as: list[Transition] = []   # unsure readings a video allows that events.json does not list
     for b in sorted(bodies):
         mine = [(i, e) for i, e in enumerate(ev) if b in e.objects]
         for (i, e), (j, g) in zip(mine, mine[1:]):

@@ -63,6 +63,33 @@ def test_oracle_and_constant_answerers(docs):
     assert rep["accuracy"] == 0.5 and rep["balanced_accuracy"] == 0.5
 
 
+def test_a_state_question_holds_one_frame_either_side(docs):
+    """A video reads a state at t from the frames around it: every speed, direction and which-is-faster
+    question keeps its answer one frame before and after (a bounce or an apex within a frame of t would
+    make the frames disagree with the instant), and a direction question holds the frames next to the
+    clip's ends."""
+    from orchard_eval.questions.quantities import evaluate
+
+    ds, d = docs
+    asked = 0
+    for cid, doc in d.items():
+        case = ds.cases[cid]
+        tracks, dt, T = case.object_tracks(), 1.0 / case.gt_fps, case.physics_duration
+        for q in doc["questions"]:
+            if q["kind"] == "heading_cosine":
+                shifted = [{**q["args"], "t0": dt}, {**q["args"], "t1": T - dt}]
+                assert {1, round(T * case.gt_fps) - 1} <= set(q["frames"]), (cid, q["text"])
+            elif q["kind"] in ("speed", "speed_gap"):
+                shifted = [{**q["args"], "t": x} for x in (q["args"]["t"] - dt, q["args"]["t"] + dt) if 0 <= x <= T]
+            else:
+                continue
+            asked += 1
+            for args in shifted:
+                v = evaluate(q["kind"], args, tracks, ())
+                assert (v > q["threshold"] if q["cmp"] == ">" else v < q["threshold"]) == q["truth"], (cid, q["text"], args)
+    assert asked >= 5
+
+
 def test_broken_tracks_are_caught(docs):
     """Tracks of a body that never moves must fail the motion questions of a moving case."""
     ds, d = docs

@@ -34,10 +34,11 @@ Rules:
   before that landing is replaced by the landing point) or end in one. `landing` (+
   `elastic_rebound` when it rises again, `settling` when it stays down at every later sample,
   rolling or not: the build's settling is the capture onto the support, which ends the bouncing,
-  not the motion): where the parabola meets the floor. A rebound whose flight lasts less than RESOLVED_FRAMES frame periods
-  (to its parabola's landing, or to the clip's end) begins residual bouncing, which a video does not
-  show hop by hop (`observable`): no rebound, apex or landing is reported from there on, and a body
-  that then stays down and still settles at the last hop's landing. An apex is reported only where
+  not the motion): where the parabola meets the floor. A rebound whose flight lasts less than
+  RESOLVED_FRAMES frame periods (to its parabola's landing, or to the clip's end) begins residual
+  bouncing, which a video does not show hop by hop (`observable`): no rebound, apex or landing is
+  reported from there on, and a body that then stays down and still settles at the last hop's
+  landing. An apex is reported only where
   the parabola rises to it and falls from it by VISIBLE_PX pixels or more. `free_fall_onset`: a
   flight that starts at t = 0, or that takes off from a support (two samples or more left out
   before it, or a level start), then also `contact_break`: at the vertex off a level support, at
@@ -440,18 +441,15 @@ def _body(o: ObjectInfo, t: np.ndarray, P: np.ndarray, tol: float, jitter: float
         # than that is no apex (a body released from rest has its vertex at its start, and a located
         # one may put it a hair after)
         lead = 2 * tol / (abs(az) * (t[j] - start))
-        lands = floor[j] or (j < n - 1 and t_down is not None and t_down <= t[min(j + 2, n - 1)] + 1e-9)
+        # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
+        # the next-but-one: the sample after it may already be on the way up)
+        lo, hi = (t[j - 1], t[j]) if floor[j] else (t[j], t[min(j + 2, n - 1)])
+        lands = floor[j] or (j < n - 1 and t_down is not None and t_down <= hi + 1e-9)
         if (f.n >= 4 or (f.n == 3 and (rises or lands))) and start + lead < v < t[j] - 1e-6 \
                 and _apex_shows(arc, v, start, rises, h, j, n, floor, t, tol):
             ev("projectile_apex", v)
-        # landing: the flight ends at a floor sample, or at a bounce after its last sample (before
-        # the next-but-one: the sample after it may already be on the way up)
-        if floor[j] or j < n - 1:
-            lo, hi = (t[j - 1], t[j]) if floor[j] else (t[j], t[min(j + 2, n - 1)])
-            t_land = t_down
-            if not floor[j] and (t_land is None or t_land > hi + 1e-9):
-                continue
-            t_land = _clamp(t_land, lo, hi, t[j])
+        if lands:
+            t_land = _clamp(t_down, lo, hi, t[j])
             ev("landing", t_land)
             landings.append(t_land)
             after = z[t > t_land + 1e-9]

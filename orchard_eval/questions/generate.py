@@ -113,7 +113,8 @@ def _candidates(case: EvalCase, tracks, events, rng) -> list[tuple[str, list[dic
         for b in ids[i + 1:]:
             for t in ts:
                 g = evaluate("speed_gap", {"obj": a, "other": b, "t": t}, tracks, events)
-                near = [evaluate("speed_gap", {"obj": a, "other": b, "t": x}, tracks, events) for x in _around(t, dt, T)]
+                near = [evaluate("speed_gap", {"obj": a, "other": b, "t": x}, tracks, events)
+                        for x in _around(t, dt, T)]
                 if math.isfinite(g) and abs(g) > 0.15 and all(u * g > 0 for u in near):  # a gap visible from video
                     args = {"obj": a, "other": b, "t": t}
                     qs = [{"kind": "speed_gap", "args": args, "cmp": ">", "threshold": 0.0, "truth": g > 0,

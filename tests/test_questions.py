@@ -10,7 +10,7 @@ import pytest
 
 from orchard_eval.cases import load_dataset
 from orchard_eval.questions import answer_questions, generate_questions, score_answers
-from orchard_eval.questions.generate import shown_events
+from orchard_eval.apt.observable import shown_events
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = ["free_fall", "projectile_motion", "perfectly_elastic_collision", "inclined_plane", "uniform_linear_motion"]

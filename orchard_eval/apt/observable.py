@@ -194,3 +194,9 @@ def case_observable(case) -> Observable | None:
         return None
     return observable_events(case.events, [o.id for o in case.objects], case.gt_fps, case.physics_duration,
                              track_heights(case.object_tracks(), case.intrinsic, case.extrinsic))
+
+
+def shown_events(case) -> tuple:
+    """The case's events a video of it shows (its `case_observable` shown side); () without events.json."""
+    ob = case_observable(case)
+    return () if ob is None else tuple(ob.shown)

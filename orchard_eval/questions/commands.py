@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..apt.observable import shown_events
 from ..atomic import write_json_atomic
 from ..cases import load_dataset, read_json_file, schema_errors
 from .answer import answer_questions
-from .generate import generate_questions, shown_events
+from .generate import generate_questions
 from .score import score_answers
 
 

@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 
+from ..apt.observable import shown_events
 from ..cases import EvalCase
 from .priors import case_prior
 from .quantities import evaluate
@@ -125,21 +126,13 @@ def _candidates(case: EvalCase, tracks, events, rng) -> list[tuple[str, list[dic
     return out
 
 
-def shown_events(case: EvalCase) -> tuple:
-    """The case's events a video of it shows (`apt.observable`): event-time questions ask about
-    these only — the first apex of a body launched almost level, a few milliseconds after the
-    launch and a fraction of a pixel above it, is no consequence a video decides."""
-    from ..apt.observable import case_observable
-
-    ob = case_observable(case)
-    return () if ob is None else tuple(ob.shown)
-
-
 def generate_questions(case: EvalCase) -> dict:
     """The questions document of one case (see schemas/questions.schema.json)."""
     tracks = case.object_tracks()
     if tracks is None:
         raise ValueError(f"{case.case_id}: no analytic tracks to derive questions from")
+    # event-time questions ask about what a video shows only: the first apex of a body launched almost
+    # level, a few ms after the launch and under a pixel above it, is no consequence a video decides
     events = shown_events(case)
     seed = int(hashlib.sha256(f"{SEED_KEY}:{case.case_id}".encode()).hexdigest()[:16], 16)
     rng = random.Random(seed)

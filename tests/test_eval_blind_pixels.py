@@ -19,12 +19,14 @@ def _scene():
     return CAM, body, *ball_outline(body)
 
 
-def _segment(img, plate, body, cam, limbs=None):
+def _segment(img, plate, body, cam, limbs=None, whole=True):
+    """The ball's mask; `whole`: whether it is read as a whole body (placed at its fitted centre) or
+    as one drawn in part (placed at its mask's centroid)."""
     changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
     args = dict(allowed=changed, ambiguous=np.zeros((H, W), bool), unobservable=None, time=None)
     got, centres, notes = SP.apply_shape_prior({"ball": changed}, {"ball": body}, cam, img, plate,
                                                limbs=limbs, **args)
-    assert "ball" in centres, notes
+    assert ("ball" in centres) == whole, notes
     return got["ball"]
 
 
@@ -56,7 +58,8 @@ def test_rim_shaded_like_the_plate_is_claimed_inside_the_outline_only():
 
 def test_a_missing_part_that_shows_the_plate_is_not_claimed():
     """A generated body drawn without its right fifth: the fit still places the whole sphere, but
-    the missing part shows the plate against the body's colour — evidence, not blindness."""
+    the missing part shows the plate against the body's colour — evidence, not blindness: a body
+    drawn in part, whose mask is what is drawn."""
     cam, body, sd, angle = _scene()
     inside = sd >= 0
     plate = np.full((H, W, 3), PLATE, np.uint8)
@@ -65,7 +68,7 @@ def test_a_missing_part_that_shows_the_plate_is_not_claimed():
     cut = xs.min() + 0.8 * (xs.max() - xs.min())
     drawn = inside & (np.arange(W)[None, :] < cut)
     img[drawn] = BODY
-    got = _segment(img, plate, body, cam)
+    got = _segment(img, plate, body, cam, whole=False)
     missing = inside & ~drawn & (sd > 1.0)
     assert missing.sum() > 30
     assert not got[missing].any()

@@ -180,6 +180,9 @@ def test_a_half_vanished_answer_shows_the_plate_where_its_truth_has_no_body(tmp_
         assert now.sum() < 0.6 * gt.sum() and not now[: int(rows.mean()) - 1].any()
         gone = gt & ~now
         assert (ans.frames[k][gone] == plate[gone]).all()
+        # what is left is no whole body: its true centre is the centroid of the part left
+        from orchard_eval.metrics import mask_centroid
+        assert ans.truth.frames[k].centres[case.objects[0].id] == pytest.approx(mask_centroid(now))
 
 
 def test_the_size_counterfactual_keeps_the_scene_a_track_rolls_on():

@@ -622,7 +622,8 @@ def test_a_body_a_pixel_low_on_a_support_seen_edge_on_does_not_sink():
 def test_a_body_half_drawn_on_its_support_is_placed_where_it_rests_not_sunk_into_it():
     # a ball resting on a floor whose upper half the answer does not draw (the plate shown there):
     # the floor could hide a ball placed lower, whose top would then be this blob; a ball cannot
-    # sink into its floor, so it is placed where it rests and its mask is what the answer shows
+    # sink into its floor, so its mask is what the answer shows where it rests, and — what is left
+    # of it being no whole ball — its position is that mask's centroid, not a whole ball's centre
     body, z0 = sphere(), 0.3
     depth = _floor_depth(z0)
     centre = np.array([0.0213, 0.0, z0 + 0.08])
@@ -638,9 +639,31 @@ def test_a_body_half_drawn_on_its_support_is_placed_where_it_rests_not_sunk_into
     masks, centres, notes = SP.apply_shape_prior(
         {"ball": changed}, {"ball": body}, CAM, img, plate, allowed=changed, ambiguous=np.zeros((H, W), bool),
         unobservable=None, time=None, scene_depth=depth)
-    err = np.linalg.norm(np.array(centres["ball"]) - CAM.project(centre[None])[0])
-    assert err < 1.0, (err, notes)
+    assert "ball" not in centres, (centres, notes)
     assert M.iou(masks["ball"], shown) >= 0.9
+    err = np.linalg.norm(np.array(M.mask_centroid(masks["ball"])) - np.array(M.mask_centroid(shown)))
+    assert err < 0.5, (err, notes)
+
+
+def test_a_whole_body_its_mask_misses_in_part_keeps_its_fitted_centre():
+    # a ball drawn whole, its top quarter in a colour so near the plate's that the change test left
+    # it out of the blob: those pixels are nearer the ball's colour than the plate's, so the ball is
+    # not one drawn in part, and its place is its fitted centre (half a body's centroid would be
+    # pixels off)
+    centre = np.array([0.02, 0.0, 0.5])
+    plate = np.full((H, W, 3), 200, np.uint8)
+    cover = _coverage(centre, 0.08)
+    img = cover[..., None] * np.array([150.0, 60.0, 50.0]) + (1 - cover[..., None]) * plate
+    img = np.clip(np.round(img), 0, 255).astype(np.uint8)
+    truth = cover >= 0.5
+    ys = np.nonzero(truth)[0]
+    top = truth & (np.arange(H)[:, None] < ys.min() + 0.3 * (ys.max() - ys.min()))
+    blob = truth & ~top
+    masks, centres, notes = SP.apply_shape_prior(
+        {"ball": blob}, {"ball": sphere()}, CAM, img, plate, allowed=blob, ambiguous=np.zeros((H, W), bool),
+        unobservable=None, time=None)
+    assert "ball" in centres, notes
+    assert np.linalg.norm(np.array(centres["ball"]) - CAM.project(centre[None])[0]) < 0.5
 
 
 def test_on_white_a_blurred_rim_less_than_half_body_is_no_part_of_the_mask():

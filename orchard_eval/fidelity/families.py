@@ -20,7 +20,7 @@ import numpy as np
 from orchard_build.overlay import clip_arrow   # the benchmark draws answers as the build draws references
 
 from ..cases import EvalCase
-from ..metrics import project_points
+from ..metrics import mask_centroid, project_points
 from . import transforms as X
 from .truth import FrameTruth, Truth, apply_affine, field_of_view, warp_instances
 
@@ -389,6 +389,13 @@ def make_answer(fam: Family, case: EvalCase, sources: dict[str, Source]) -> Answ
         if spec.noise:
             img = X.noise(img, spec.noise, rng)
         centres = _centres(src, case, i / fps, true_inst, A)
+        if spec.vanish is not None and t_ans >= spec.vanish * T:
+            # what is left of a body that partly vanished is no longer that rigid body: its centre is
+            # the centroid of the matter the answer still shows (its drawn pixels), so the jump of
+            # that centre when the half vanishes is the motion the answer shows
+            first = case.objects[0]
+            if centres.get(first.id) is not None:
+                centres[first.id] = mask_centroid(true_inst == first.instance_id)
         truths.append(FrameTruth(true_inst, hidden if hidden.any() else None, centres))
         if A is not None:
             inv = np.linalg.inv(np.vstack([A, [0, 0, 1]]))[:2]

@@ -1163,20 +1163,25 @@ class _RoiFit:
             out[py0:py1, px0:px1] = sub.reshape(py1 - py0, px1 - px0, 3)
         return out
 
-    def expected_contrast(self, oid: str, fit: "Fit", blob: np.ndarray, ys: np.ndarray, xs: np.ndarray
-                          ) -> np.ndarray:
-        """At the pixels (ys, xs), how far the body's expected colour lies from the plate (weighted
-        YCbCr): the colour seen nearest inside its colour blob `blob` — not inside the fitted
-        outline, where a part a generated body lacks would show the plate and vouch for itself —
-        with the rim shading at the fitted outline."""
+    def expected_colour(self, oid: str, fit: "Fit", blob: np.ndarray, ys: np.ndarray, xs: np.ndarray
+                        ) -> np.ndarray:
+        """At the pixels (ys, xs), the body's expected colour (weighted YCbCr): the colour seen
+        nearest inside its colour blob `blob` — not inside the fitted outline, where a part a
+        generated body lacks would show the plate and vouch for itself — with the rim shading at the
+        fitted outline."""
         ny, nx = nearest_inside(_interior(blob))
         o = self.image_ycc[ny[ys, xs], nx[ys, xs]]
         model = (self.limbs or {}).get(oid)
         if model is not None and ys.size:
             sd, angle = outline_field(fit.polygon, xs + 0.5, ys + 0.5)
             o = o + np.nan_to_num(model.rim_shift(sd, angle), nan=0.0)
-        d = o - self.plate_ycc[ys, xs]
-        return np.sqrt((d * d).sum(axis=1))
+        return o
+
+    def expected_contrast(self, oid: str, fit: "Fit", blob: np.ndarray, ys: np.ndarray, xs: np.ndarray
+                          ) -> np.ndarray:
+        """At the pixels (ys, xs), how far the body's expected colour (`expected_colour`) lies from
+        the plate."""
+        return _norm(self.expected_colour(oid, fit, blob, ys, xs) - self.plate_ycc[ys, xs])
 
     def follow_rims(self, ids: list[str], blob: np.ndarray, fs: list[Fit] | None,
                     starts: list[tuple[float, float]], distrusted: np.ndarray, keep: np.ndarray
@@ -1430,8 +1435,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     strong: dict[str, np.ndarray] = {}
     joint: set[str] = set()
     hidden: dict[str, np.ndarray] = {}
-    placed: dict[str, tuple[float, float]] = {}     # bodies partly drawn: placed, their blob trimmed
-    trimmed: dict[str, np.ndarray] = {}
+    trimmed: dict[str, np.ndarray] = {}             # bodies partly drawn: their blob trimmed
 
     def by_look(oid: str, f: Fit, own: np.ndarray, hid: np.ndarray) -> tuple[Fit | None, np.ndarray]:
         """`f` moved where the body's look places it (None where it cannot say), and the pixels the
@@ -1482,11 +1486,10 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         g = f if moved is None else moved
         if f.lifted and _covered_share(g.polygon, m | allowed, hid_there, unobservable) < GHOST_COVERS:
             # a body that fits its blob only sunk into a support, and where it can rest shows the
-            # plate on much of its silhouette, is partly drawn: where it is, the lifted fit (placed by
-            # its look) says; what it shows, its blob within the silhouette there and its blended rim.
-            # Pixels that differ from the plate are drawn, even where the colour gate left them out
-            # of the blob (an answer that recolours the body)
-            placed[oid] = g.image_centre
+            # plate on much of its silhouette, is partly drawn: what it shows is its blob within the
+            # lifted fit's silhouette (placed by its look) and its blended rim, and where it is, that
+            # mask's centroid (below). Pixels that differ from the plate are drawn, even where the
+            # colour gate left them out of the blob (an answer that recolours the body)
             trimmed[oid] = m & (cv2.dilate(rasterise(g.polygon, shape).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
             continue
         # the silhouette's agreement with the blob is read again where the look places it, with the
@@ -1530,7 +1533,7 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
             strong[oid] = np.zeros_like(strong[oid])
         fits[oid], hidden[oid] = f, hid
     if not fits:
-        return {**masks, **trimmed}, placed, notes
+        return {**masks, **trimmed}, {}, notes
     out = {**masks, **trimmed}
     templates = {oid: rasterise(f.polygon, shape) for oid, f in fits.items()}
     ring_k = np.ones((3, 3), np.uint8)
@@ -1603,4 +1606,34 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
     for oid in out:
         if oid not in fits:
             out[oid] = out[oid] & (owner == -1)
-    return out, {**placed, **{oid: f.image_centre for oid, f in fits.items()}}, notes
+    # what is left of a body drawn only in part is no longer that rigid body: where it is, its mask's
+    # centroid says (`Segmentation.positions`), not the centre of a whole body fitted over it
+    partly = {oid for i, oid in enumerate(ids)
+              if _drawn_in_part(roi, oid, fits[oid], templates[oid] & ((owner == -1) | (owner == i)), out[oid],
+                                masks[oid], hidden[oid], unobservable)}
+    return out, {oid: f.image_centre for oid, f in fits.items() if oid not in partly}, notes
+
+
+def _drawn_in_part(roi: "_RoiFit", oid: str, fit: Fit, silhouette: np.ndarray, mask: np.ndarray, blob: np.ndarray,
+                   hidden: np.ndarray, unobservable: np.ndarray | None) -> bool:
+    """Whether the answer drew the fitted body only in part: more than 1 − GHOST_COVERS of the
+    `silhouette`'s pixels that nothing hides (no support, no drawn layer) lie outside its `mask` and
+    show the plate — their colour nearer the plate's than the body's expected colour
+    (`_RoiFit.expected_colour`, read from its colour `blob`), which stands out from the plate there.
+    A mask that missed part of a body drawn in a colour near the ground's leaves pixels nearer the
+    body's colour; where that colour is as close to the plate as noise, nothing can tell."""
+    seen = silhouette & ~hidden
+    if unobservable is not None:
+        seen &= ~unobservable
+    n = int(seen.sum())
+    ys, xs = np.nonzero(seen & ~mask)
+    if n == 0 or ys.size <= (1.0 - GHOST_COVERS) * n:
+        return False
+    body = roi.expected_colour(oid, fit, blob, ys, xs)
+    img, plate = roi.image_ycc[ys, xs], roi.plate_ycc[ys, xs]
+    shows_plate = (_norm(body - plate) >= NO_EVIDENCE_CONTRAST) & (_norm(img - plate) < _norm(img - body))
+    return int(shows_plate.sum()) > (1.0 - GHOST_COVERS) * n
+
+
+def _norm(d: np.ndarray) -> np.ndarray:
+    return np.sqrt((d * d).sum(axis=1))

@@ -385,17 +385,18 @@ def sunk_pixels(camera: Camera, body: BodyPrior, centre: np.ndarray, R: np.ndarr
 def signed_distance(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """Signed distance (pixels, positive inside) of the points (xs, ys) to a convex polygon: the
     minimum over its edges of the distance to the edge's line (exact inside and near edges)."""
-    return _edge_distances(poly, xs, ys)[0].min(axis=1)
+    return _nearest_edge(poly, xs, ys)[0]
 
 
 def outline_field(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(signed distance, angle in radians of the outward normal of the nearest edge) per point."""
-    d, ex, ey = _edge_distances(poly, xs, ys)
-    k = d.argmin(axis=1)
-    return d[np.arange(d.shape[0]), k], np.arctan2(-ex[k], ey[k])
+    d, k, ex, ey = _nearest_edge(poly, xs, ys)
+    return d, np.arctan2(-ex[k], ey[k])
 
 
-def _edge_distances(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray):
+def _nearest_edge(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray):
+    """Per point, the least signed distance to the polygon's edge lines and the first edge that has
+    it, with the edges' vectors (ex, ey)."""
     a = poly
     b = np.roll(poly, -1, axis=0)
     ex, ey = b[:, 0] - a[:, 0], b[:, 1] - a[:, 1]
@@ -403,13 +404,23 @@ def _edge_distances(poly: np.ndarray, xs: np.ndarray, ys: np.ndarray):
     keep = ln > 1e-9
     a, ex, ey, ln = a[keep], ex[keep], ey[keep], ln[keep]
     # positive on the left of a→b with y pointing down means the interior for our orientation:
-    # d = (ex·(y − ay) − ey·(x − ax)) / |e| = x·nx + y·ny + c per edge (plain broadcasting: a BLAS
-    # product here would start threads in every worker process of a parallel run)
+    # d = (ex·(y − ay) − ey·(x − ax)) / |e| = x·nx + y·ny + c per edge. One edge at a time, on
+    # vectors that stay in cache: a (points × edges) array costs several times as much on the
+    # memory bus, and a BLAS product would start threads in every worker of a parallel run
     nx, ny, c = -ey / ln, ex / ln, (ey * a[:, 0] - ex * a[:, 1]) / ln
-    d = np.asarray(xs, np.float64)[:, None] * nx[None, :]
-    d += np.asarray(ys, np.float64)[:, None] * ny[None, :]
-    d += c[None, :]
-    return d, ex, ey
+    x, y = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    best = np.full(x.shape, np.inf)
+    arg = np.zeros(x.shape, np.intp)
+    d, dy = np.empty_like(best), np.empty_like(best)
+    for e in range(nx.size):
+        np.multiply(x, nx[e], out=d)
+        np.multiply(y, ny[e], out=dy)
+        d += dy
+        d += c[e]
+        closer = d < best
+        best[closer] = d[closer]
+        arg[closer] = e
+    return best, arg, ex, ey
 
 
 def silhouette_coverage(camera: "Camera", body: "BodyPrior", centre: np.ndarray, R: np.ndarray,
@@ -449,13 +460,14 @@ def rasterise(poly: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
         x = a[None, :, 0] + (yc[:, None] - a[None, :, 1]) * ((b[:, 0] - a[:, 0]) / dy)[None]
     left = np.where(crosses, x, np.inf).min(axis=1)
     right = np.where(crosses, x, -np.inf).max(axis=1)
-    # columns j with left <= j + 0.5 <= right
-    for r, (lft, rgt) in enumerate(zip(left, right)):
-        if not np.isfinite(lft) or rgt < lft:
-            continue
-        j0, j1 = max(int(np.ceil(lft - 0.5)), 0), min(int(np.floor(rgt - 0.5)) + 1, w)
-        if j1 > j0:
-            out[y0 + r, j0:j1] = True
+    # columns j with left <= j + 0.5 <= right, every row at once
+    ok = np.isfinite(left) & (right >= left)
+    j0 = np.zeros(left.shape, np.int64)
+    j1 = np.zeros(left.shape, np.int64)
+    j0[ok] = np.maximum(np.ceil(left[ok] - 0.5), 0)
+    j1[ok] = np.minimum(np.floor(right[ok] - 0.5) + 1, w)
+    cols = np.arange(w)
+    out[y0:y1] = (cols[None, :] >= j0[:, None]) & (cols[None, :] < j1[:, None])
     return out
 
 

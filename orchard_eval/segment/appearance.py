@@ -154,11 +154,13 @@ def _shade(sprite: Sprite, scale: float, at: tuple[float, float], size: tuple[in
                           borderValue=1.0)
 
 
-def _robust_cost(model: np.ndarray, image: np.ndarray, weight: np.ndarray) -> float:
-    """Weighted mean Geman–McClure cost of the colour differences (scale COST_SCALE)."""
+def _robust_cost(model: np.ndarray, image: np.ndarray, weight: np.ndarray, weight_sum: float | None = None) -> float:
+    """Weighted mean Geman–McClure cost of the colour differences (scale COST_SCALE); `weight_sum`:
+    `weight.sum()`, when the caller compares many models against the same weights."""
     d = model - image
     r2 = np.einsum("ijk,ijk->ij", d, d) / (COST_SCALE * COST_SCALE)
-    return float(np.sum(weight * r2 / (1.0 + r2)) / max(float(weight.sum()), 1e-9))
+    total = float(weight.sum()) if weight_sum is None else weight_sum
+    return float(np.sum(weight * r2 / (1.0 + r2)) / max(total, 1e-9))
 
 
 def _colour_map(pre: np.ndarray, alpha: np.ndarray, inner: np.ndarray, image: np.ndarray, weight: np.ndarray
@@ -221,10 +223,12 @@ def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, wei
     core = (slice(S, S + y1 - y0), slice(S, S + x1 - x0))
     cmap = _colour_map(pre[core], alpha[core], inner[core], img, wt)
     pre = pre * cmap[0].astype(np.float32) + alpha[..., None] * cmap[1].astype(np.float32)
+    uncovered = (1.0 - alpha)[..., None]      # the background's share, per pixel of the canvas
+    wt_sum = float(wt.sum())
 
     def cost(dx: int, dy: int) -> float:
         win = (slice(S - dy, S - dy + y1 - y0), slice(S - dx, S - dx + x1 - x0))
-        return _robust_cost(pre[win] + (1.0 - alpha[win])[..., None] * bg, img, wt)
+        return _robust_cost(pre[win] + uncovered[win] * bg, img, wt, wt_sum)
 
     seen: dict[tuple[int, int], float] = {}
 
@@ -262,11 +266,12 @@ def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, wei
     if float(wt_s.sum()) < MIN_SPRITE_PX:
         img_s, bg_s, wt_s, sx0, sy0, sx1, sy1 = img, bg, wt, x0, y0, x1, y1
 
+    gain, offset, wt_s_sum = cmap[0].astype(np.float32), cmap[1].astype(np.float32), float(wt_s.sum())
+
     def cost_at(p: np.ndarray) -> float:
         pre_p, alpha_p, _ = _warp(sprite, scale, (p[0] - sx0, p[1] - sy0), (sx1 - sx0, sy1 - sy0), softness)
-        model = pre_p * cmap[0].astype(np.float32) + alpha_p[..., None] * cmap[1].astype(np.float32) \
-            + (1.0 - alpha_p)[..., None] * bg_s
-        return _robust_cost(model, img_s, wt_s)
+        model = pre_p * gain + alpha_p[..., None] * offset + (1.0 - alpha_p)[..., None] * bg_s
+        return _robust_cost(model, img_s, wt_s, wt_s_sum)
 
     # sub-pixel: a parabola through the estimate and its neighbours half a pixel, then a quarter,
     # away on each axis (the sprite resampled there); its vertex is the next estimate. Close

@@ -1499,9 +1499,10 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if f.lifted and _covered_share(g.polygon, m | allowed, hid_there, unobservable) < GHOST_COVERS:
             # a body that fits its blob only sunk into a support, and where it can rest shows the
             # plate on much of its silhouette, is partly drawn: what it shows is its blob within the
-            # lifted fit's silhouette (placed by its look) and its blended rim, and where it is, that
-            # mask's centroid (below). Pixels that differ from the plate are drawn, even where the
-            # colour gate left them out of the blob (an answer that recolours the body)
+            # lifted fit's silhouette (placed by its look) and its blended rim; no fitted centre is
+            # reported for it, so its mask's centroid says where it is. Pixels that differ from the
+            # plate are drawn, even where the colour gate left them out of the blob (an answer that
+            # recolours the body)
             trimmed[oid] = m & (cv2.dilate(rasterise(g.polygon, shape).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
             continue
         # the silhouette's agreement with the blob is read again where the look places it, with the

@@ -123,6 +123,43 @@ def test_bad_answers_get_defined_values_and_a_reason(measured, kind):
         assert rec["notes"]                           # what the segmenter made of it is logged
 
 
+@pytest.mark.slow
+def test_the_exact_look_reader_finds_a_body_where_the_frame_draws_it(measured):
+    # a codec family's answer read by a reader that knows each body's exact pixels: on light H.264
+    # it reads the truth; on a frame that draws the first body 3 px right and 2 px up it finds the
+    # body there, to a quarter pixel
+    from orchard_eval.canonical import canonical_deduction
+    from orchard_eval.cases import load_dataset
+    from orchard_eval.fidelity import exact_look
+    from orchard_eval.fidelity.bench import _slug
+    from orchard_eval.fidelity.truth import deduction_ideal
+
+    _, _, _, root = measured
+    ds = load_dataset(root / "orchard")
+    fam = next(f for f in catalogue() if f.name == "ded/h264_crf28")
+    assert exact_look.applies(fam)
+    assert not exact_look.applies(next(f for f in catalogue() if f.name == "ded/gain"))
+    for cid, case in ds.cases.items():
+        truth, _ = load_truth(root / "work" / "truth" / _slug(fam.name) / f"{cid}.npz")
+        pk = canonical_deduction(case, root / "work" / "answers" / _slug(fam.name) / "cases" / cid / "deduction"
+                                 / "rollout_00.mp4", "video")
+        got = exact_look.metrics(case, pk.frames, truth.frames, pk.pred_indices, pk.n_video_frames)
+        ideal = deduction_ideal(case, truth.frames, pk.pred_indices, pk.n_video_frames)
+        assert all(abs(got[m] - ideal[m]) < 0.02 for m in ideal if ideal[m] is not None), (cid, got, ideal)
+    case = ds.cases[sorted(ds.cases)[0]]
+    j = case.n_gt_frames() // 2
+    gt, inst, plate = case.gt_frame(j), case.gt_instances(j), case.image("clean_plate")
+    first = case.objects[0]
+    body = inst == first.instance_id
+    drawn = plate.copy()
+    drawn[~body] = gt[~body]
+    ys, xs = np.nonzero(body)
+    drawn[ys - 2, xs + 3] = gt[ys, xs]
+    read = exact_look.read_frame(drawn, gt, inst, plate, {first.id: first.instance_id})
+    assert np.allclose(read.offsets[first.id], (3.0, -2.0), atol=0.25), read.offsets
+    assert np.array_equal(read.masks[first.id][ys - 2, xs + 3], np.ones(len(ys), bool))
+
+
 def test_frame_plans():
     assert frame_plan(5, 24, None) == [0, 1, 2, 3, 4]
     assert frame_plan(5, 24, ("reverse",)) == [4, 3, 2, 1, 0]

@@ -6,7 +6,7 @@
 Reads the answers and truth `bench_fidelity.py` wrote under `--work` and scores each codec family's
 answers (a Deduction answer that is the GT video through a codec and nothing else) with the
 exact-look reader (`orchard_eval/fidelity/exact_look.py`): every object's own GT pixels placed where
-they explain the decoded frame best. Per family and metric it prints the reader's mean and p90 of
+they explain the decoded frame best. Per family and mask metric it prints the reader's mean and p90 of
 |value − ideal| and, given `--fidelity-json` (the `--json` of a `bench_fidelity.py` run on the same
 work directory), the evaluator's beside it. Where the reader misses a target the frames no longer
 show the bodies where they are, and the evaluator cannot meet it either.
@@ -26,7 +26,7 @@ from orchard_eval.cases import load_dataset
 from orchard_eval.fidelity import exact_look
 from orchard_eval.fidelity.bench import _slug
 from orchard_eval.fidelity.families import catalogue
-from orchard_eval.fidelity.truth import DEDUCTION_METRICS, deduction_ideal, load_truth
+from orchard_eval.fidelity.truth import deduction_ideal, load_truth
 
 
 def _stat(errs: list[float]) -> str:
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
         troot = a.work / "truth" / _slug(fam.name)
         cids = sorted(str(q.relative_to(troot).with_suffix("")) for q in troot.rglob("*.npz"))
         ds = load_dataset(a.cases, case_ids=cids)
-        errs: dict[str, list[float]] = {m: [] for m in DEDUCTION_METRICS}
+        errs: dict[str, list[float]] = {m: [] for m in exact_look.METRICS}
         for cid in cids:
             case = ds.cases[cid]
             truth, _ = load_truth(troot / f"{cid}.npz")
@@ -67,12 +67,12 @@ def main(argv=None) -> int:
             if not pk.ok:
                 continue
             frames = truth.view(False)
-            got = exact_look.metrics(case, pk.frames, frames, pk.pred_indices, pk.n_video_frames)
+            got = exact_look.metrics(case, pk.frames, frames, pk.pred_indices)
             ideal = deduction_ideal(case, frames, pk.pred_indices, pk.n_video_frames)
-            for m in DEDUCTION_METRICS:
+            for m in exact_look.METRICS:
                 if got.get(m) is not None and ideal.get(m) is not None:
                     errs[m].append(abs(got[m] - ideal[m]))
-        for m in DEDUCTION_METRICS:
+        for m in exact_look.METRICS:
             print(f"| {fam.name} | {m} | {len(errs[m])} | {_stat(errs[m])} | {_stat(ours.get((fam.name, m), []))} |")
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return 0

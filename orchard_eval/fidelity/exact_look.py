@@ -10,7 +10,7 @@ them, are moved to where they explain the decoded frame best — a robust sum of
 differences, over whole-pixel offsets within `SEARCH_PX`, then quarter-pixel steps around the
 best — and the object's GT mask moved there is its mask. It knows more than any evaluator can (the
 body's exact pixels, its true attitude and size, where to look), so its metric values against the
-ideal are what the frames still say; a codec family where it misses a target is beyond what the
+ideal are what the frames still say about the masks; a codec family where it misses a target is beyond what the
 frames show.
 """
 from __future__ import annotations
@@ -21,18 +21,18 @@ from typing import Sequence
 import cv2
 import numpy as np
 
-from ..canonical import DeductionPacket, gt_deduction
+from ..canonical import gt_deduction
 from ..cases import EvalCase
-from ..objective import _resolve_alike, deduction_mask_ious, sampled_velocity
-from ..segment.classical import alike_groups
+from ..objective import deduction_mask_ious
 from .families import Family, Spec
-from .truth import FrameTruth, _hidden_objects
+from .truth import FrameTruth
 
 SEARCH_PX = 6            # whole-pixel offsets searched each way from the true place
 FINE_STEPS = np.arange(-0.75, 0.76, 0.25)   # then these offsets (pixels) around the best whole one
 CAP = 3 * 40.0 ** 2      # a pixel differing by more than 40 levels per channel costs no more (robust)
 MARGIN_PX = 8            # pixels around the searched reach that the comparison reads
 MIN_PX = 20              # an object showing fewer pixels is not placed
+METRICS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
 
 
 def applies(fam: Family) -> bool:
@@ -89,40 +89,27 @@ def read_frame(frame: np.ndarray, gt: np.ndarray, instances: np.ndarray, plate: 
 
 
 def metrics(case: EvalCase, frames: Sequence[np.ndarray | None], truth: Sequence[FrameTruth | None],
-            pred_indices: Sequence[int | None], n_video_frames: int, rule: str = "paper") -> dict[str, float | None]:
-    """The Deduction metric values of the reader's masks: `frames` the answer's frames the evaluator
+            pred_indices: Sequence[int | None]) -> dict[str, float | None]:
+    """The Deduction mask metrics of the reader's masks (not velocity: its quarter-pixel steps read a
+    centre more coarsely than the evaluator does): `frames` the answer's frames the evaluator
     sampled (at the GT resolution, `canonical.canonical_deduction`), `truth` the answer's truth by
     answer-frame index, each answer frame made from the GT frame of the same index."""
-    times = tuple(case.timestamps)
-    gt = gt_deduction(case, times, rgb=False)
+    gt = gt_deduction(case, tuple(case.timestamps), rgb=False)
     idx = sorted({j for j in pred_indices if j is not None})
     gt_rgb = case.gt_frames(idx)
     plate = case.image("clean_plate")
     objects = {o.id: o.instance_id for o in case.objects}
     shape = (case.frame_size[1], case.frame_size[0])
     ids = list(objects.values())
-    alike = alike_groups(case)
-    pred_union, gt_union, where, hidden, unseen = [], [], [], [], []
-    for f, j, inst, t_phys in zip(frames, pred_indices, gt.instances, times):
+    pred_union, gt_union, hidden = [], [], []
+    for f, j, inst in zip(frames, pred_indices, gt.instances):
         gt_union.append(np.zeros(shape, bool) if inst is None else np.isin(inst, ids))
         t = None if j is None else truth[j]
         if f is None or t is None:
             pred_union.append(np.zeros(shape, bool))
-            where.append({})
             hidden.append(None)
-            unseen.append(set())
             continue
         r = read_frame(f, gt_rgb[j], t.instances, plate, objects)
         pred_union.append(np.any(list(r.masks.values()), axis=0) if r.masks else np.zeros(shape, bool))
-        # (alike objects resolved and hidden ones left out as for the ideal: the two differ only by
-        # where the reader placed each body)
-        where.append(_resolve_alike(case, {o: (c[0] + r.offsets[o][0], c[1] + r.offsets[o][1])
-                                           for o, c in t.centres.items() if c is not None}, alike, t_phys))
         hidden.append(t.unobservable)
-        unseen.append(_hidden_objects(case, t))
-    out: dict[str, float | None] = dict(deduction_mask_ious(pred_union, gt_union, hidden))
-    dummy = np.zeros((1, 1, 3), np.uint8)
-    packet = DeductionPacket("video", times, list(pred_indices), [None if f is None else dummy for f in frames],
-                             n_video_frames=n_video_frames)
-    out["velocity"], _ = sampled_velocity(case, packet, [], rule, where, hidden, unseen)
-    return out
+    return dict(deduction_mask_ious(pred_union, gt_union, hidden))

@@ -1,6 +1,8 @@
 """A body's place read from its look (`segment.appearance.place`): a shaded ball rendered at a known
 sub-pixel place is found there from a start three pixels off, through a codec-like smear on one side,
-a recolouring, a softer answer and a drawn layer over part of it; a search cannot leave its window.
+a recolouring, a softer answer and a drawn layer over part of it, and a small recoloured ball from
+four pixels off (its colour mapping fitted again where each search ends); a search cannot leave its
+window.
 Its size read with its place (`place_and_size`): a ball drawn larger is found at its size, one drawn
 at the case's size is not taken for larger, and a bar in front of it is no evidence either way."""
 import cv2
@@ -82,6 +84,22 @@ def test_recoloured_and_softer(sprite):
     soft = cv2.GaussianBlur(answer, (0, 0), 1.0)
     p = _place(sprite, soft, (truth[0] + 2.0, truth[1] + 1.0), softness=1.0)
     assert np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.35, p
+
+
+@pytest.mark.parametrize("radius,truth", [(9.0, (80.3, 58.6)), (6.0, (64.2, 55.7))])
+def test_a_recoloured_body_is_found_from_a_start_four_pixels_off(radius, truth):
+    # the colour mapping fitted where the search starts, four pixels off a small recoloured ball,
+    # takes in the checker's colours and holds the search 1.5-2.5 px short of the ball; fitted again
+    # where each search ends, it finds the ball
+    frame, _, cover = _ball(SPRITE_AT, radius=radius)
+    bg = weighted_ycc(_background().astype(np.uint8), 0.5)
+    small = make_sprite(weighted_ycc(frame, 0.5), bg, cover, SPRITE_AT, depth=2.0)
+    answer = weighted_ycc(_ball(truth, colour=(60, 90, 210), radius=radius)[0], 0.5)
+    start, wt = (truth[0] - 4.0, truth[1] - 4.0), np.ones((H, W), np.float32)
+    held = place(small, answer, bg, wt, start, refits=0)
+    found = place(small, answer, bg, wt, start)
+    assert np.hypot(held.uv[0] - truth[0], held.uv[1] - truth[1]) > 1.0, held
+    assert np.hypot(found.uv[0] - truth[0], found.uv[1] - truth[1]) < 0.2, found
 
 
 def test_pixels_without_weight_say_nothing(sprite):

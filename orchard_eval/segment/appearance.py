@@ -28,6 +28,8 @@ import numpy as np
 SEARCH_PX = 5            # whole-pixel offsets searched each way from the silhouette fit
 MARGIN_PX = 2            # pixels around the sprite the comparison reads
 COST_SCALE = 40.0        # Geman–McClure scale (weighted YCbCr levels): a pixel that differs by far more is an outlier
+REFIT_ROUNDS = 3         # searches again with the colour mapping fitted where the last one ended ...
+REFIT_MOVE_PX = 0.5      # ... when it ended this far (pixels, either axis) from its start
 SUBPIXEL_STEPS = (0.5, 0.25)  # neighbour spacings (pixels) of the parabola steps after the whole-pixel search
 GAIN_RANGE = (0.5, 2.0)  # per-channel gains a colour mapping may take
 MIN_INTERIOR_PX = 12     # body pixels the colour mapping needs
@@ -199,12 +201,14 @@ def _search_window(sprite: Sprite, scale: float, at, shape: tuple[int, int]) -> 
 
 
 def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, weight: np.ndarray,
-          start: tuple[float, float], scale: float = 1.0, softness: float = 0.0, recentre: int = 0
-          ) -> Placement | None:
+          start: tuple[float, float], scale: float = 1.0, softness: float = 0.0, recentre: int = 0,
+          refits: int = REFIT_ROUNDS) -> Placement | None:
     """The image position near `start` (within SEARCH_PX + ½ each way) where the sprite, laid over
     `background_ycc`, best explains `image_ycc`; `weight` (0 … 1) per pixel: 0 where the frame says
     nothing about this body (another object, a drawn layer, a cast shadow, a support in front). A
-    descent that ends on the search's edge starts again from there, at most `recentre` times."""
+    descent that ends on the search's edge starts again from there, at most `recentre` times; one
+    that ends more than REFIT_MOVE_PX from its start, with the colour mapping fitted there, at most
+    `refits` times."""
     h, w = weight.shape
     half_w, half_h = _reach(sprite, scale)
     x0, x1, y0, y1 = _search_window(sprite, scale, start, (h, w))
@@ -288,8 +292,18 @@ def place(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.ndarray, wei
                 step[axis] = float(np.clip(0.5 * spacing * (cm - cp) / curv, -spacing, spacing))
         uv += step
         found = min(found, c0)
-    if float(np.max(np.abs(uv - np.asarray(start)))) > S + 0.5:
+    moved = float(np.max(np.abs(uv - np.asarray(start))))
+    if moved > S + 0.5:
         return None
+    if refits > 0 and moved > REFIT_MOVE_PX:
+        # the colour mapping was fitted on the sprite's interior at the start: a start pixels off
+        # maps part of the background into the body's colours and holds the search near the start
+        # (on heavy H.264, where the silhouette fit starts several pixels off, up to 3 px short of
+        # where the look fits best); fitted again where the search ended, it searches on from there
+        p = place(sprite, image_ycc, background_ycc, weight, (float(uv[0]), float(uv[1])), scale, softness, 0,
+                  refits - 1)
+        if p is not None and max(abs(p.uv[0] - start[0]), abs(p.uv[1] - start[1])) <= S + 0.5:
+            return replace(p, cost_at_start=at_start)     # (within this search's window, as promised)
     return Placement((float(uv[0]), float(uv[1])), found, at_start, explained=explained)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from orchard_eval.canonical import canonical_deduction
 from orchard_eval.cases import load_dataset
 from orchard_eval.fidelity import exact_look
-from orchard_eval.fidelity.bench import _slug
+from orchard_eval.fidelity.bench import answers_dir, truth_dir, truth_path
 from orchard_eval.fidelity.families import catalogue
 from orchard_eval.fidelity.truth import deduction_ideal, load_truth
 
@@ -55,14 +55,14 @@ def main(argv=None) -> int:
     print("| family | metric | n | exact-look reader mean / p90 | evaluator mean / p90 |")
     print("|---|---|---|---|---|")
     for fam in fams:
-        troot = a.work / "truth" / _slug(fam.name)
+        troot = truth_dir(a.work, fam.name)
         cids = sorted(str(q.relative_to(troot).with_suffix("")) for q in troot.rglob("*.npz"))
         ds = load_dataset(a.cases, case_ids=cids)
         errs: dict[str, list[float]] = {m: [] for m in exact_look.METRICS}
         for cid in cids:
             case = ds.cases[cid]
-            truth, _ = load_truth(troot / f"{cid}.npz")
-            path = a.work / "answers" / _slug(fam.name) / "cases" / cid / "deduction" / "rollout_00.mp4"
+            truth, _ = load_truth(truth_path(a.work, fam.name, cid))
+            path = answers_dir(a.work, fam.name) / "cases" / cid / "deduction" / "rollout_00.mp4"
             pk = canonical_deduction(case, path, "video")
             if not pk.ok:
                 continue

@@ -159,11 +159,11 @@ def _ballistic(t: np.ndarray, v: np.ndarray) -> bool:
 
 
 def fidelity(dataset: str, work: Path, ids: list[str], cases: dict) -> None:
-    from orchard_eval.fidelity.bench import _slug
+    from orchard_eval.fidelity.bench import answers_dir
 
     diffs = []
     for fam in FIDELITY:
-        root = work / "answers" / _slug(fam)
+        root = answers_dir(work, fam)
         if not root.is_dir():
             print(f"{fam}: no answers under {root}")
             continue

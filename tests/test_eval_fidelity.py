@@ -131,7 +131,7 @@ def test_the_exact_look_reader_finds_a_body_where_the_frame_draws_it(measured):
     from orchard_eval.canonical import canonical_deduction
     from orchard_eval.cases import load_dataset
     from orchard_eval.fidelity import exact_look
-    from orchard_eval.fidelity.bench import _slug
+    from orchard_eval.fidelity.bench import answers_dir, truth_path
     from orchard_eval.fidelity.truth import deduction_ideal
 
     _, _, _, root = measured
@@ -140,8 +140,8 @@ def test_the_exact_look_reader_finds_a_body_where_the_frame_draws_it(measured):
     assert exact_look.applies(fam)
     assert not exact_look.applies(next(f for f in catalogue() if f.name == "ded/gain"))
     for cid, case in ds.cases.items():
-        truth, _ = load_truth(root / "work" / "truth" / _slug(fam.name) / f"{cid}.npz")
-        pk = canonical_deduction(case, root / "work" / "answers" / _slug(fam.name) / "cases" / cid / "deduction"
+        truth, _ = load_truth(truth_path(root / "work", fam.name, cid))
+        pk = canonical_deduction(case, answers_dir(root / "work", fam.name) / "cases" / cid / "deduction"
                                  / "rollout_00.mp4", "video")
         got = exact_look.metrics(case, pk.frames, truth.frames, pk.pred_indices)
         ideal = deduction_ideal(case, truth.frames, pk.pred_indices, pk.n_video_frames)

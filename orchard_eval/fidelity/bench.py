@@ -53,6 +53,21 @@ def _slug(family: str) -> str:
     return family.replace("/", "__").replace("+", "_and_")
 
 
+def answers_dir(work: Path, family: str) -> Path:
+    """The submission directory (the `orchard-eval run` layout) of a family's answers under `work`."""
+    return work / "answers" / _slug(family)
+
+
+def truth_dir(work: Path, family: str) -> Path:
+    """The directory of a family's truths under `work`: one NPZ per case, at the case id's path."""
+    return work / "truth" / _slug(family)
+
+
+def truth_path(work: Path, family: str, case_id: str) -> Path:
+    """The NPZ of a family's truth for one case under `work` (`truth.load_truth`)."""
+    return truth_dir(work, family) / f"{case_id}.npz"
+
+
 def select_cases(ds: Dataset, per_task: int, seed: int = 0) -> list[str]:
     """`per_task` case ids per task, drawn reproducibly."""
     by_task: dict[str, list[str]] = {}
@@ -135,8 +150,8 @@ def prepare_case(case: EvalCase, families: Sequence[Family], work: Path) -> dict
     skipped: dict[str, str] = {}
     sources = None
     for fam in families:
-        troot = work / "truth" / _slug(fam.name) / f"{case.case_id}.npz"
-        aroot = work / "answers" / _slug(fam.name)
+        troot = truth_path(work, fam.name, case.case_id)
+        aroot = answers_dir(work, fam.name)
         if troot.is_file():
             continue
         if sources is None:
@@ -162,10 +177,10 @@ def score_case(ds: Dataset, case_id: str, families: Sequence[Family], work: Path
     judge = get_judge("none")
     rows: list[Row] = []
     for fam in families:
-        tpath = work / "truth" / _slug(fam.name) / f"{case_id}.npz"
+        tpath = truth_path(work, fam.name, case_id)
         if not tpath.is_file():
             continue
-        sub = load_submission(work / "answers" / _slug(fam.name))
+        sub = load_submission(answers_dir(work, fam.name))
         rec = Scorer(ds, sub, judge, rule, segmenter).score(case_id, fam.subtrack, 0)
         truth, _ = load_truth(tpath)
         rows.extend(_compare(case, fam, rec, truth, rule))

@@ -25,7 +25,7 @@ from ..canonical import gt_deduction
 from ..cases import EvalCase
 from ..objective import deduction_mask_ious
 from .families import Family, Spec
-from .truth import FrameTruth
+from .truth import FrameTruth, warp_mask
 
 SEARCH_PX = 6            # whole-pixel offsets searched each way from the true place
 FINE_STEPS = np.arange(-0.75, 0.76, 0.25)   # then these offsets (pixels) around the best whole one
@@ -71,7 +71,7 @@ def read_frame(frame: np.ndarray, gt: np.ndarray, instances: np.ndarray, plate: 
 
         def cost(dx: float, dy: float) -> tuple[float, np.ndarray]:
             A = np.float32([[1, 0, dx], [0, 1, dy]])
-            cover = cv2.warpAffine(m, A, size, flags=cv2.INTER_LINEAR) >= 0.5
+            cover = warp_mask(m, A, size)
             moved = cv2.warpAffine(body, A, size, flags=cv2.INTER_LINEAR)
             model = base.copy()
             model[cover] = moved[cover]

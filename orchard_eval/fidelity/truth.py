@@ -64,10 +64,15 @@ def warp_instances(instances: np.ndarray, affine: np.ndarray, size: tuple[int, i
     for iid in np.unique(instances):
         if iid == 0:
             continue
-        cover = cv2.warpAffine((instances == iid).astype(np.float32), A, size, flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
-        out[cover >= 0.5] = iid
+        out[warp_mask((instances == iid).astype(np.float32), A, size)] = iid
     return out
+
+
+def warp_mask(cover: np.ndarray, A: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """One object's mask (as float32 coverage) warped by the OpenCV affine `A` to `size` = (width,
+    height), bilinearly, and kept where at least half covered (`warp_instances`' rule)."""
+    return cv2.warpAffine(cover, A, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                          borderValue=0.0) >= 0.5
 
 
 def field_of_view(affine: np.ndarray, src_size: tuple[int, int], dst_size: tuple[int, int]) -> np.ndarray:

@@ -25,14 +25,14 @@ from ..canonical import gt_deduction
 from ..cases import EvalCase
 from ..objective import deduction_mask_ious
 from .families import Family, Spec
-from .truth import FrameTruth, warp_mask
+from .truth import DEDUCTION_MASK_METRICS, FrameTruth, warp_mask
 
 SEARCH_PX = 6            # whole-pixel offsets searched each way from the true place
 FINE_STEPS = np.arange(-0.75, 0.76, 0.25)   # then these offsets (pixels) around the best whole one
 CAP = 3 * 40.0 ** 2      # a pixel differing by more than 40 levels per channel costs no more (robust)
 MARGIN_PX = 8            # pixels around the searched reach that the comparison reads
 MIN_PX = 20              # an object showing fewer pixels is not placed
-METRICS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
+METRICS = DEDUCTION_MASK_METRICS     # the mask metrics only (see `metrics`)
 
 
 def applies(fam: Family) -> bool:

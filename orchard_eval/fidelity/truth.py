@@ -30,7 +30,8 @@ from ..segment.classical import alike_groups
 from ..segment.registration import opencv_affine
 from ..segment.shape_prior import MIN_BLOB_PX
 
-DEDUCTION_METRICS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou", "velocity")
+DEDUCTION_MASK_METRICS = ("spatial_iou", "spatiotemporal_iou", "weighted_spatial_iou")
+DEDUCTION_METRICS = DEDUCTION_MASK_METRICS + ("velocity",)
 GRAPHIC_METRIC = "mask_iou"
 
 

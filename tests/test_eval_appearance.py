@@ -3,8 +3,9 @@ sub-pixel place is found there from a start three pixels off, through a codec-li
 a recolouring, a softer answer and a drawn layer over part of it, and a small recoloured ball from
 four pixels off (its colour mapping fitted again where each search ends); a search cannot leave its
 window.
-Its size read with its place (`place_and_size`): a ball drawn larger is found at its size, one drawn
-at the case's size is not taken for larger, and a bar in front of it is no evidence either way."""
+Its size read with its place (`place_and_size`): a ball drawn larger is found at its size, also from a
+start farther off than one search window reaches, one drawn at the case's size is not taken for
+larger, and a bar in front of it is no evidence either way."""
 import cv2
 import numpy as np
 import pytest
@@ -181,6 +182,17 @@ def test_size_read_with_the_place(sprite, size):
     p = place_and_size(sprite, weighted_ycc(answer, 0.5), bg, np.ones((H, W), np.float32),
                        (truth[0] - 2.2, truth[1] + 1.7))
     assert p is not None and abs(p.size - size) <= 0.01 and np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.3, p
+
+
+def test_a_larger_body_beyond_one_window_is_found_at_its_size(sprite):
+    # the silhouette fit at the case's size starts the search farther from a body drawn larger than
+    # one search window reaches: a grid size's search that ends on its window's edge goes on from there
+    truth = (80.4, 52.3)
+    answer, _, _ = _ball(truth, radius=R * 1.12)
+    bg = weighted_ycc(_background().astype(np.uint8), 0.5)
+    p = place_and_size(sprite, weighted_ycc(answer, 0.5), bg, np.ones((H, W), np.float32),
+                       (truth[0] + 0.6, truth[1] + SEARCH_PX + 1.2))
+    assert p is not None and abs(p.size - 1.12) <= 0.01 and np.hypot(p.uv[0] - truth[0], p.uv[1] - truth[1]) < 0.3, p
 
 
 def test_a_support_in_front_is_no_evidence_of_size():

@@ -41,7 +41,8 @@ SIZE_GRID = (1.0, 1.1, 1.2, 1.35, 1.5)   # linear sizes (× the case's) tried wh
 SIZE_FINE = tuple(np.round(np.arange(-0.03, 0.0301, 0.01), 3))   # ... then sizes this far from the best, the place held
 SIZE_ROUNDS = 4          # ... at most this many times (the grid's sizes lie up to 0.075 apart)
 SIZE_SETTLED = 0.003     # ... until the size moves less than this
-SIZE_RESTARTS = 2        # a search at a grid size that ends on its window's edge goes on from there this often
+EDGE_RESTARTS = 2        # a search that ends on its window's edge goes on from there this often (a video frame's
+                         # place, each size of the grid): the silhouette fit it starts from can lie farther off
 SIZE_GAIN = 0.9          # another size is taken where it explains the frame at this share of the case size's cost or less
 
 
@@ -317,16 +318,16 @@ def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.nda
     quadratic fitted to those costs by least squares, until it settles (SIZE_ROUNDS, SIZE_SETTLED).
     Place and size trade off (a body that grew on a floor is centred higher), so every size is
     compared at its own best place, and a grid size's search that ends on its window's edge goes on
-    from there (SIZE_RESTARTS): a body drawn larger can be centred farther from the silhouette fit
+    from there (EDGE_RESTARTS): a body drawn larger can be centred farther from the silhouette fit
     at the case's size than one window reaches. A size other than the case's
     is kept only where it costs at most SIZE_GAIN of what the case's size costs at its best place."""
-    base = place(sprite, image_ycc, background_ycc, weight, start, scale * SIZE_GRID[0], softness, SIZE_RESTARTS)
+    base = place(sprite, image_ycc, background_ycc, weight, start, scale * SIZE_GRID[0], softness, EDGE_RESTARTS)
     if base is None:
         return None
     # the cost along the grid has one minimum: the sizes past the first that costs more are not tried
     f, best = SIZE_GRID[0], base
     for g in SIZE_GRID[1:]:
-        p = place(sprite, image_ycc, background_ycc, weight, start, scale * g, softness, SIZE_RESTARTS)
+        p = place(sprite, image_ycc, background_ycc, weight, start, scale * g, softness, EDGE_RESTARTS)
         if p is None:
             continue
         if p.cost >= best.cost:

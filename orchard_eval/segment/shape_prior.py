@@ -1232,9 +1232,9 @@ class _RoiFit:
         scale = (size_scale or 1.0) * sprite.depth / max(self.camera.depth(fit.centre), 1e-9)
         if size_scale is not None:
             # (a video frame: a codec's ghost of the body may have pulled the silhouette fit farther
-            # off than the search reaches, which then goes on from where it stopped, twice at most)
+            # off than the search reaches, which then goes on from where it stopped)
             p = appearance.place(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale, softness,
-                                 recentre=2)
+                                 recentre=appearance.EDGE_RESTARTS)
         else:
             p = appearance.place_and_size(sprite, self.image_ycc, self.plate_ycc, weight, fit.image_centre, scale,
                                           softness)

@@ -118,6 +118,29 @@ def test_objects_drawn_in_permuted_colours_are_told_apart_by_position():
     assert object_mask_iou(out.masks, gt, match="identity").value > 0.95
 
 
+def test_a_floor_patch_in_no_objects_colour_leaves_colour_to_tell_touching_objects_apart():
+    # two touching discs in their own colours and, away from them, a compact patch of the floor
+    # the size of a disc brightened into no object's colour (a frame's flicker or a codec leaves
+    # such pieces): it is no object drawn in another colour, since every object shows in its own
+    # colours, so colour still tells the discs apart; told apart by position instead, the touching
+    # discs form one piece and one of them would take the patch
+    p, v = syn.uniform(-0.32, 0.8, 0.0)
+    q, w = syn.uniform(0.32, 0.8, 0.0)
+    sc = syn.Scene(width=192, height=128, background="flat",
+                   discs=[syn.Disc("a", 1, (220, 40, 40), 0.32, p, v), syn.Disc("b", 2, (40, 170, 60), 0.32, q, w)])
+    ref, inst = sc.render(0.0)
+    gt = gt_masks(sc, inst)
+    ctx = SegmentContext(["a", "b"], ref, gt, background=sc.plate())
+    frame = ref.copy()
+    side = int(round(np.sqrt(gt["a"].sum())))
+    patch = (slice(100, 100 + side // 2), slice(12, 12 + 2 * side))
+    frame[patch] = np.clip(frame[patch].astype(int) + np.array([10, 40, 90]), 0, 255).astype(np.uint8)
+    out = ClassicalSegmenter().segment(frame, ctx)
+    assert not any("told apart by position" in n for n in out.notes), out.notes
+    assert object_mask_iou(out.masks, gt, match="identity").value > 0.95
+    assert not out.masks["a"][patch].any() and not out.masks["b"][patch].any()
+
+
 def _twin_discs(left_z: float, right_z: float, speed: float) -> syn.Scene:
     """Two discs of one colour moving towards each other from x = ∓1 m at heights left_z, right_z."""
     p, v = syn.uniform(-1.0, left_z, speed)

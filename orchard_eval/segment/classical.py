@@ -73,6 +73,7 @@ LIKENESS_SIZED = 0.1       # pieces of this share of the largest's size or more 
 SPLIT_SHARE = 0.25         # a piece larger than the largest object by this share of the smallest holds two
 DARK_RATIO, DARK_SPREAD = 0.85, 0.25   # a pixel below this share of the plate in every channel, alike within this, is shadow-like
 MIN_COLOURED = 0.3         # object-coloured changed pixels, as a share of the objects' area, below which colour is not used
+EVERY_COLOURED = 0.5       # ... and the share of each object's area in its own colours that shows it drawn in them
 RECOLOURED_BC = 0.3        # an answer's object whose colours overlap the case's less than this is recoloured
 LIKELY_RATIO = 4.0         # an object's colour model over the frame's histogram that marks a likely object pixel
 GATE_DENSITY = 0.3         # a colour bin counts as an object colour above this multiple of the uniform density
@@ -632,6 +633,25 @@ def _darkened(image: np.ndarray, plate: np.ndarray, where: np.ndarray) -> np.nda
     return out
 
 
+def _every_object_coloured(models: dict[str, "ColourModel | None"], probs: np.ndarray, ctx: SegmentContext) -> bool:
+    """Whether the changed pixels show every object in its own colours: at least EVERY_COLOURED of
+    each object's area at t = 0 in colours its model holds (`probs`: the models' densities at each
+    changed pixel, in the order of `models`' known ones). Then a piece in other colours is no object
+    the answer drew in another colour (a frame's flicker, a codec leave such pieces in the floor),
+    and colour still tells the objects apart. Objects alike in colour each count the other's pixels
+    too: they are told apart by position anyway."""
+    known = [(i, m) for i, m in models.items() if m is not None]
+    if len(known) != probs.shape[0] or len(known) != len(models):
+        return False
+    for k, (i, _m) in enumerate(known):
+        ref = ctx.reference_masks.get(i)
+        if ref is None or not ref.any():
+            return False
+        if np.count_nonzero(probs[k] >= GATE_DENSITY / N_BINS) < EVERY_COLOURED * np.count_nonzero(ref):
+            return False
+    return True
+
+
 def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, image: np.ndarray | None = None,
                      plate: np.ndarray | None = None) -> bool:
     """Whether a piece of the foreground is an object drawn in another colour: the size of an object
@@ -958,10 +978,12 @@ class ClassicalSegmenter:
         if known and fg.any():
             # colour gate: drop changed pixels whose colour none of the objects shows (leftover
             # annotations, other clutter), then clean up again
-            best = np.max(np.stack([m.prob[bins[fg]] for m in known]), axis=0)
+            probs = np.stack([m.prob[bins[fg]] for m in known])
+            best = np.max(probs, axis=0)
             keep = best >= GATE_DENSITY / N_BINS
             expected = sum(int(m.sum()) for m in ctx.reference_masks.values() if m is not None)
-            if keep.sum() < MIN_COLOURED * expected or _off_colour_body(fg, keep, ctx, image, plate):
+            if keep.sum() < MIN_COLOURED * expected or (
+                    _off_colour_body(fg, keep, ctx, image, plate) and not _every_object_coloured(models, probs, ctx)):
                 # the changed pixels with an object's colour cannot make up the objects (a fraction
                 # of their size at t = 0): the answer drew them in other colours; colour can then
                 # neither gate nor tell them apart, position does

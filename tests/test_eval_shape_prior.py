@@ -522,6 +522,33 @@ def test_a_codec_smear_larger_than_the_body_is_no_part_of_it(video):
         assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)
 
 
+@pytest.mark.parametrize("spread", [True, False])
+def test_a_trail_of_ghosts_in_the_bodys_colour_is_no_part_of_it(monkeypatch, spread):
+    # a heavily lossy codec leaves the body's own colour in blocks along its track: a trail nearly
+    # the body's colour, three radii long behind the ball and joined to it in one blob twice its
+    # size. The centroid of the blob's body-coloured pixels lies in the trail, farther from the ball
+    # than a look's search reaches; placed from places across those pixels a radius apart, the look
+    # finds the ball at the trail's head (without them the blob stands)
+    if not spread:
+        monkeypatch.setattr(SP, "_spread_starts", lambda pixels, radius: [])
+    img, plate, truth, _, looks = _ghosted_ball(strength=0.0)
+    u, v = CAM.project(np.array([[0.03, 0.0, 0.5]]))[0]
+    r = float(np.sqrt(truth.sum() / np.pi))
+    xs, ys = np.arange(W)[None, :] + 0.5, np.arange(H)[:, None] + 0.5
+    trail = (xs < u) & (xs > u - 4.0 * r) & (np.abs(ys - v) < 0.7 * r) & ~truth
+    img[trail] = np.round(0.8 * np.array([200.0, 40.0, 30.0]) + 0.2 * plate[trail]).astype(np.uint8)
+    blob = truth | trail
+    assert trail.sum() > truth.sum() and M.iou(blob, truth) < SP.MIN_FIT_IOU
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    masks, centres, notes = SP.apply_shape_prior(
+        {"ball": blob}, {"ball": sphere()}, CAM, img, plate, allowed=changed, ambiguous=np.zeros((H, W), bool),
+        unobservable=None, time=None, looks=looks, size_scales={"ball": 1.0})
+    if spread:
+        assert M.iou(masks["ball"], truth) >= 0.95 and "ball" in centres, notes
+    else:
+        assert np.array_equal(masks["ball"], blob) and any("not applied" in n for n in notes)
+
+
 @pytest.mark.parametrize("with_look,video", [(True, True), (True, False), (False, True)])
 def test_a_ghost_joined_to_a_body_its_look_explains_is_no_part_of_it(with_look, video):
     # a fainter ghost a few pixels back, joined to the body: the blob agrees with the fit, so the fit

@@ -77,6 +77,8 @@ LOOK_EXPLAINS_IMAGE = 0.85  # ... in a single image, where an excess may be the 
 GHOST_COVERS = 0.85      # ... where its blob covers this share of the silhouette's pixels that nothing hides
 GHOST_BODY_COLOURED = 0.5  # ... or where less than this share of the blob beyond it shows the body's colour
 GHOST_LOOK_FLOOR = 0.2   # ... and the look explains at least this share (the body is there)
+GHOST_SPAN = 1.5         # a blob's body-coloured pixels over this many of the body's discs span more than it
+GHOST_STARTS = 12        # ... and the look is placed again from at most this many places across them
 MAX_BLOB_RATIO = 6.0     # a blob larger than this many silhouettes is not fitted
 ATTITUDE_DEDUP_DEG = 0.5
 LINEARISED_ROUNDS = 2   # searches on shifted signed-distance fields, each re-linearised where the last ended
@@ -481,6 +483,21 @@ class Fit:
     body: "BodyPrior | None" = None   # the rigid model at the size the answer draws it, where a look found another
     explained: float = 0.0      # share of the frame's difference from the background its look explains
     lifted: bool = False        # fitted again out of a support it had sunk into (`_RoiFit.fit_visible`)
+
+
+def _spread_starts(pixels: np.ndarray, radius: float) -> list[tuple[float, float]]:
+    """Places across `pixels` about `radius` apart: the centres of the cells of a grid of that pitch
+    that the pixels fill most (at least a quarter, GHOST_STARTS at most, fullest first); none where
+    the pixels cover no more than about one body (GHOST_SPAN discs of that radius)."""
+    if radius <= 0 or np.count_nonzero(pixels) <= GHOST_SPAN * math.pi * radius * radius:
+        return []
+    step = max(int(round(radius)), 1)
+    cols = pixels.shape[1] // step + 1
+    ys, xs = np.nonzero(pixels)
+    cells = np.bincount((ys // step) * cols + xs // step)
+    full = np.flatnonzero(cells >= 0.25 * step * step)
+    full = full[np.argsort(-cells[full], kind="stable")][:GHOST_STARTS]
+    return [((c % cols + 0.5) * step, (c // cols + 0.5) * step) for c in full.tolist()]
 
 
 def blob_centroid(mask: np.ndarray) -> tuple[float, float]:
@@ -1518,11 +1535,14 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         if video and f.iou < need and int(body_coloured.sum()) >= MIN_BLOB_PX:
             # a codec's ghost pulls the blob's centroid, and the fit and look started there, off the
             # body along its track: the look is placed again from the centroid of the blob's pixels
-            # that show the body's colour, and the place that explains more of the frame is kept
-            again, hid_again = by_look(oid, replace(f, image_centre=blob_centroid(body_coloured)), m, hid)
-            if again is not None and (moved is None or again.explained > moved.explained):
-                moved = again
-                f, hid = replace(again, iou=blob_agreement([again.polygon], m, alpha, w, smear)), hid_again
+            # that show the body's colour and, where those span more than the body (a trail of
+            # ghosts), from places across them a body's radius apart; the place that explains most
+            # of the frame is kept
+            for start in [blob_centroid(body_coloured)] + _spread_starts(body_coloured, roi.image_radius(oid, m)):
+                again, hid_again = by_look(oid, replace(f, image_centre=start), m, hid)
+                if again is not None and (moved is None or again.explained > moved.explained):
+                    moved = again
+                    f, hid = replace(again, iou=blob_agreement([again.polygon], m, alpha, w, smear)), hid_again
         if f.iou < need:
             # a blob wider than the body its look places may hold more than the body: none of its
             # pixels outside the silhouette are then kept. A ghost adds pixels to the blob, it does

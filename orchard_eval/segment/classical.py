@@ -637,7 +637,7 @@ def _every_object_coloured(models: dict[str, "ColourModel | None"], probs: np.nd
     """Whether the changed pixels show every object in its own colours: at least EVERY_COLOURED of
     each object's area at t = 0 in colours its model holds (`probs`: the models' densities at each
     changed pixel, in the order of `models`' known ones). Then a piece in other colours is no object
-    the answer drew in another colour (a frame's flicker, a codec leave such pieces in the floor),
+    the answer drew in another colour (a frame's flicker or a codec leaves such pieces in a floor),
     and colour still tells the objects apart. Objects alike in colour each count the other's pixels
     too: they are told apart by position anyway."""
     known = [(i, m) for i, m in models.items() if m is not None]

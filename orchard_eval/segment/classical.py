@@ -633,23 +633,29 @@ def _darkened(image: np.ndarray, plate: np.ndarray, where: np.ndarray) -> np.nda
     return out
 
 
-def _every_object_coloured(models: dict[str, "ColourModel | None"], probs: np.ndarray, ctx: SegmentContext) -> bool:
-    """Whether the changed pixels show every object in its own colours: at least EVERY_COLOURED of
-    each object's area at t = 0 in colours its model holds (`probs`: the models' densities at each
-    changed pixel, in the order of `models`' known ones). Then a piece in other colours is no object
-    the answer drew in another colour (a frame's flicker or a codec leaves such pieces in a floor),
-    and colour still tells the objects apart. Objects alike in colour each count the other's pixels
-    too: they are told apart by position anyway."""
-    known = [(i, m) for i, m in models.items() if m is not None]
-    if len(known) != probs.shape[0] or len(known) != len(models):
-        return False
-    for k, (i, _m) in enumerate(known):
-        ref = ctx.reference_masks.get(i)
-        if ref is None or not ref.any():
+def _every_object_coloured(densities: dict[str, np.ndarray], ids, ctx: SegmentContext) -> bool:
+    """Whether the changed pixels show every object of `ids` in its own colours: at least
+    EVERY_COLOURED of its area at t = 0 in colours its model holds (`densities`: each object's
+    colour-model density at each changed pixel; an object without a model shows in none). Then a
+    piece in other colours is no object the answer drew in another colour (a frame's flicker or a
+    codec leaves such pieces in a floor), and colour still tells the objects apart. Objects alike in
+    colour each count the other's pixels too: they are told apart by position anyway."""
+    sizes = _reference_sizes(ctx)
+    for i in ids:
+        density, size = densities.get(i), sizes.get(i)
+        if density is None or not size:
             return False
-        if np.count_nonzero(probs[k] >= GATE_DENSITY / N_BINS) < EVERY_COLOURED * np.count_nonzero(ref):
+        if np.count_nonzero(density >= GATE_DENSITY / N_BINS) < EVERY_COLOURED * size:
             return False
     return True
+
+
+def _reference_sizes(ctx: SegmentContext) -> dict[str, int]:
+    """Each object's area on the reference at t = 0 (the objects it shows), once per context."""
+    if "reference_sizes" not in ctx.cache:
+        ctx.cache["reference_sizes"] = {i: int(np.count_nonzero(m)) for i, m in ctx.reference_masks.items()
+                                        if m is not None and m.any()}
+    return ctx.cache["reference_sizes"]
 
 
 def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, image: np.ndarray | None = None,
@@ -661,14 +667,13 @@ def _off_colour_body(fg: np.ndarray, keep: np.ndarray, ctx: SegmentContext, imag
     its pixels in an object's colours and, given the frame and its `plate`, fewer than half the
     plate made darker (`_darkened`: a shadow the shadow model did not place). An object's own
     pixels on our render match its model far more often than that."""
-    refs = [m for m in ctx.reference_masks.values() if m is not None and m.any()]
-    if not refs:
+    sizes = list(_reference_sizes(ctx).values())
+    if not sizes:
         return False
-    if "reference_extent" not in ctx.cache:     # the reference's object sizes and largest extent, once
-        ctx.cache["reference_extent"] = ([int(m.sum()) for m in refs],
-                                         max(max(np.ptp(np.nonzero(m)[0]), np.ptp(np.nonzero(m)[1])) + 1
-                                             for m in refs))
-    sizes, extent = ctx.cache["reference_extent"]
+    if "reference_extent" not in ctx.cache:     # the largest extent of an object on the reference, once
+        ctx.cache["reference_extent"] = max(max(np.ptp(np.nonzero(m)[0]), np.ptp(np.nonzero(m)[1])) + 1
+                                            for m in ctx.reference_masks.values() if m is not None and m.any())
+    extent = ctx.cache["reference_extent"]
     n, labels, stats = labelled(fg)
     coloured = np.zeros(fg.shape, bool)
     coloured[fg] = keep
@@ -972,21 +977,23 @@ class ClassicalSegmenter:
             if ignore is not None:
                 eligible |= ignore
         min_area = max(12, int(2e-4 * fg.size))
-        known = [m for m in models.values() if m is not None]
+        known = {i: m for i, m in models.items() if m is not None}
         colourless = False
         ungated = fg
         if known and fg.any():
             # colour gate: drop changed pixels whose colour none of the objects shows (leftover
             # annotations, other clutter), then clean up again
-            probs = np.stack([m.prob[bins[fg]] for m in known])
-            best = np.max(probs, axis=0)
+            densities = {i: m.prob[bins[fg]] for i, m in known.items()}
+            best = np.max(np.stack(list(densities.values())), axis=0)
             keep = best >= GATE_DENSITY / N_BINS
             expected = sum(int(m.sum()) for m in ctx.reference_masks.values() if m is not None)
             if keep.sum() < MIN_COLOURED * expected or (
-                    _off_colour_body(fg, keep, ctx, image, plate) and not _every_object_coloured(models, probs, ctx)):
-                # the changed pixels with an object's colour cannot make up the objects (a fraction
-                # of their size at t = 0): the answer drew them in other colours; colour can then
-                # neither gate nor tell them apart, position does
+                    _off_colour_body(fg, keep, ctx, image, plate) and not _every_object_coloured(densities, models, ctx)):
+                # the answer drew the objects in other colours: the changed pixels in an object's
+                # colour cannot make up the objects (a fraction of their size at t = 0), or a
+                # compact piece the size of an object is in none of their colours while some object
+                # does not show in its own; colour can then neither gate nor tell them apart,
+                # position does
                 colourless = True
                 notes.append("changed pixels unlike every object's colour: objects told apart by position")
             else:

@@ -3,9 +3,9 @@ sub-pixel place is found there from a start three pixels off, through a codec-li
 a recolouring, a softer answer and a drawn layer over part of it, and a small recoloured ball from
 four pixels off (its colour mapping fitted again where each search ends); a search cannot leave its
 window.
-Its size read with its place (`place_and_size`): a ball drawn larger is found at its size, also from a
-start farther off than one search window reaches, one drawn at the case's size is not taken for
-larger, and a bar in front of it is no evidence either way."""
+Its size read with its place (`place_and_size`): a ball drawn larger or smaller is found at its size,
+a larger one also from a start farther off than one search window reaches, one drawn at the case's
+size is not taken for another, and a bar in front of it is no evidence either way."""
 import cv2
 import numpy as np
 import pytest
@@ -174,7 +174,7 @@ def _with_bar(image: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("size", [1.0, 1.12, 1.3])
+@pytest.mark.parametrize("size", [1.0, 1.12, 1.3, 0.88])
 def test_size_read_with_the_place(sprite, size):
     truth = (80.4, 57.3)
     answer, _, _ = _ball(truth, radius=R * size)

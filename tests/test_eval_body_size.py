@@ -1,6 +1,6 @@
 """How large an answer draws each body (segment/body_size.py), read on a video's frame 0 from the
 body's look on the condition frame. Drawn scenes with known sizes; the fidelity benchmark
-(`ded/cf_size`, `fg/cf_size`) checks it on built cases."""
+(`ded/cf_size`, `ded/cf_shrink`, `fg/cf_size`, `fg/cf_shrink`) checks it on built cases."""
 from types import SimpleNamespace
 
 import cv2
@@ -65,8 +65,8 @@ def frame0_scales(frame0, background, ctx, hidden):
                           rim_softness(frame0, ctx, hidden))
 
 
-@pytest.mark.parametrize("k", [1.1, 1.2])
-def test_frame0_reads_a_body_drawn_larger_through_blur_noise_and_its_anchor(k):
+@pytest.mark.parametrize("k", [1.1, 1.2, 0.9, 0.85])
+def test_frame0_reads_a_body_drawn_larger_or_smaller_through_blur_noise_and_its_anchor(k):
     plate = _tiles(2)
     ctx = _video_context(plate)
     grown = _discs(plate, {"a": k})
@@ -77,7 +77,7 @@ def test_frame0_reads_a_body_drawn_larger_through_blur_noise_and_its_anchor(k):
     for frame in (cv2.GaussianBlur(grown, (0, 0), 1.5),
                   np.clip(grown + rng.normal(0, 6, grown.shape), 0, 255).astype(np.uint8)):
         assert abs(frame0_scales(frame, plate, ctx, None).get("a", 1.0) - k) <= 0.03
-    # the case's own sizes, sharp, blurred or noisy: nothing is drawn larger
+    # the case's own sizes, sharp, blurred or noisy: nothing is drawn at another size
     cond = ctx.reference_image
     for frame in (cond, cv2.GaussianBlur(cond, (0, 0), 2.0),
                   np.clip(cond + rng.normal(0, 6, cond.shape), 0, 255).astype(np.uint8)):

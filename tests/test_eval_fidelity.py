@@ -222,17 +222,18 @@ def test_a_half_vanished_answer_shows_the_plate_where_its_truth_has_no_body(tmp_
         assert ans.truth.frames[k].centres[case.objects[0].id] == pytest.approx(mask_centroid(now))
 
 
-def test_the_size_counterfactual_keeps_the_scene_a_track_rolls_on():
+def test_the_size_counterfactuals_keep_the_scene_a_track_rolls_on():
     """The build grows a track's rails with the bodies on it by default; a larger body must not
     bring taller rails (they would hide more of it than the case's scene does), so the edit pins the
-    rails at the height the original bodies gave them, as the build computes it."""
+    rails at the height the original bodies gave them, as the build computes it (a smaller body
+    likewise keeps them)."""
     import copy
 
     import yaml
 
     from orchard_build.config import load_materials, resolve_config
     from orchard_build.engines.mujoco_scene import _track_rails
-    from orchard_eval.fidelity.counterfactual import edit_size
+    from orchard_eval.fidelity.counterfactual import edit_shrink, edit_size
 
     scenes = Path(__file__).resolve().parents[1] / "scenes"
     path = scenes / "circular_motion" / "000008.yaml"
@@ -242,12 +243,16 @@ def test_the_size_counterfactual_keeps_the_scene_a_track_rolls_on():
     assert edit_size(edited, {})
     r0 = original["objects"][0]["size"]["radius"]
     assert edited["objects"][0]["size"]["radius"] == pytest.approx(1.1 * r0, abs=1e-4)
+    shrunk = copy.deepcopy(original)
+    assert edit_shrink(shrunk, {})
+    assert shrunk["objects"][0]["size"]["radius"] == pytest.approx(0.9 * r0, abs=1e-4)
 
     def rails(cfg):
         c = resolve_config(cfg, path, lib)
         return _track_rails(c, c.tracks[0])[1]
 
     assert rails(edited) == pytest.approx(rails(original), abs=1e-6)
+    assert rails(shrunk) == pytest.approx(rails(original), abs=1e-6)
     # without the pin the larger body would have raised them
     unpinned = copy.deepcopy(edited)
     del unpinned["supports"]["tracks"][0]["rail_height"]

@@ -135,13 +135,14 @@ def edit_start(cfg: dict, lib: dict) -> bool:
 
 
 SIZE_FACTOR = 1.1     # `edit_size`: the silhouette's area grows by 21 %, its fit to the case's body stays above the gate
+SHRINK_FACTOR = 0.9   # `edit_shrink`: the silhouette's area shrinks by 19 %
 
 
-def edit_size(cfg: dict, lib: dict) -> bool:
-    """The first object SIZE_FACTOR × as large in every dimension: a body drawn larger than the
-    case's, whose true masks are its own render's (m = ρV makes it heavier too). The scene stays the
-    same: a track it rolls on keeps the rails its original bodies gave it (by default they grow with
-    the bodies on the track)."""
+def edit_size(cfg: dict, lib: dict, factor: float = SIZE_FACTOR) -> bool:
+    """The first object `factor` × as large in every dimension: a body drawn larger (or smaller) than
+    the case's, whose true masks are its own render's (m = ρV makes its mass follow). The scene stays
+    the same: a track it rolls on keeps the rails its original bodies gave it (by default they grow
+    with the bodies on the track)."""
     o = _objects(cfg)[0]
     size = o.get("size") or {}
     if not size:
@@ -152,8 +153,13 @@ def edit_size(cfg: dict, lib: dict) -> bool:
             radii = [float(x["size"]["radius"]) for x in _objects(cfg)
                      if ((x.get("placement") or {}).get("track") or {}).get("track") == on and "radius" in (x.get("size") or {})]
             t["rail_height"] = round(default_rail_height(radii), 5)
-    o["size"] = {k: round(SIZE_FACTOR * float(v), 4) for k, v in size.items()}
+    o["size"] = {k: round(factor * float(v), 4) for k, v in size.items()}
     return True
+
+
+def edit_shrink(cfg: dict, lib: dict) -> bool:
+    """The first object SHRINK_FACTOR × as large: a body drawn smaller than the case's."""
+    return edit_size(cfg, lib, SHRINK_FACTOR)
 
 
 def _other_look(lib: dict, key: str) -> dict:
@@ -185,7 +191,7 @@ def edit_recolour(cfg: dict, lib: dict) -> bool:
 
 EDITS: dict[str, Callable[[dict, dict], bool]] = {
     "gravity": edit_gravity, "velocity": edit_velocity, "restitution": edit_restitution,
-    "friction": edit_friction, "mass": edit_mass, "start": edit_start, "size": edit_size,
+    "friction": edit_friction, "mass": edit_mass, "start": edit_start, "size": edit_size, "shrink": edit_shrink,
     "background": edit_background, "recolour": edit_recolour,
 }
 

@@ -106,6 +106,7 @@ def catalogue() -> list[Family]:
         _f("ded/cf_mass", "physics", D, "re-rendered with the first object 2.5 × as dense", source="mass"),
         _f("ded/cf_start", "physics", D, "re-rendered with the first object's start displaced", source="start"),
         _f("ded/cf_size", "physics", D, "re-rendered with the first object 1.1 × as large", source="size"),
+        _f("ded/cf_shrink", "physics", D, "re-rendered with the first object 0.9 × as large", source="shrink"),
         _f("ded/half_vanished", "physics", D, "the first object's upper half gone (the plate shown) from T/2 on",
            vanish=0.5),
         # --- Deduction, appearance with true physics ------------------------------------------
@@ -157,6 +158,7 @@ def catalogue() -> list[Family]:
         _f("fg/cf_start", "physics", F, "the first object started elsewhere", source="start"),
         _f("fg/cf_gravity", "physics", F, "re-rendered with 0.6 g", source="gravity"),
         _f("fg/cf_size", "physics", F, "the first object 1.1 × as large", source="size"),
+        _f("fg/cf_shrink", "physics", F, "the first object 0.9 × as large", source="shrink"),
         *_image_appearance("fg", F),
         _f("fg/labels_on", "appearance", F, "the input's labels left on", overlay="input"),
         _f("fg/cf_background", "appearance", F, "another ground material", source="background"),

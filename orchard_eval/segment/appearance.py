@@ -37,7 +37,8 @@ MIN_SPRITE_PX = 20
 SHADE_FLOOR = 0.15       # the darkest a cast shadow is taken to leave the ground (share of light)
 SHADE_NOISE = 0.04       # a darkening this small is noise, not a shadow
 NEAR_TIE_PX = 2.0        # GT places this close to the nearest one count as equally near (then: nearest in time)
-SIZE_GRID = (1.0, 1.1, 1.2, 1.35, 1.5)   # linear sizes (× the case's) tried where the answer's size is not known
+SIZE_GRID = (1.0, 1.1, 1.2, 1.35, 1.5)   # linear sizes (× the case's) tried upward where the answer's size is not known
+SIZE_GRID_DOWN = (0.9, 0.8, 0.7)          # ... and downward where no larger one costs less (a body drawn smaller)
 SIZE_FINE = tuple(np.round(np.arange(-0.03, 0.0301, 0.01), 3))   # ... then sizes this far from the best, the place held
 SIZE_ROUNDS = 4          # ... at most this many times (the grid's sizes lie up to 0.075 apart)
 SIZE_SETTLED = 0.003     # ... until the size moves less than this
@@ -321,25 +322,29 @@ def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.nda
     from there (EDGE_RESTARTS): a body drawn larger can be centred farther from the silhouette fit
     at the case's size than one window reaches. A size other than the case's
     is kept only where it costs at most SIZE_GAIN of what the case's size costs at its best place."""
-    base = place(sprite, image_ycc, background_ycc, weight, start, scale * SIZE_GRID[0], softness, EDGE_RESTARTS)
+    base = place(sprite, image_ycc, background_ycc, weight, start, scale, softness, EDGE_RESTARTS)
     if base is None:
         return None
-    # the cost along the grid has one minimum: the sizes past the first that costs more are not tried
-    f, best = SIZE_GRID[0], base
-    for g in SIZE_GRID[1:]:
-        p = place(sprite, image_ycc, background_ycc, weight, start, scale * g, softness, EDGE_RESTARTS)
-        if p is None:
-            continue
-        if p.cost >= best.cost:
+    # the cost along the grid has one minimum: the sizes past the first that costs more are not
+    # tried, and smaller sizes only where no larger one costs less than the case's
+    f, best = 1.0, base
+    for grid in (SIZE_GRID[1:], SIZE_GRID_DOWN):
+        for g in grid:
+            p = place(sprite, image_ycc, background_ycc, weight, start, scale * g, softness, EDGE_RESTARTS)
+            if p is None:
+                continue
+            if p.cost >= best.cost:
+                break
+            f, best = g, p
+        if f != 1.0:
             break
-        f, best = g, p
     if f == 1.0:
         return base
     # every size's cost read on one window (`place` reads a window that grows with the size, and
     # more background in it would lower a larger size's mean cost)
     view = _View(sprite, image_ycc, background_ycc, weight, best.uv, scale * SIZE_GRID[-1])
     for _ in range(SIZE_ROUNDS):
-        xs = [f + d for d in SIZE_FINE if SIZE_GRID[0] <= f + d <= SIZE_GRID[-1]]
+        xs = [f + d for d in SIZE_FINE if SIZE_GRID_DOWN[-1] <= f + d <= SIZE_GRID[-1]]
         fits = [place(sprite, image_ycc, background_ycc, weight, best.uv, scale * x, softness) for x in xs]
         pts = [(x, p, view.cost(p.uv, scale * x, softness)) for x, p in zip(xs, fits) if p is not None]
         if len(pts) < 4:
@@ -351,7 +356,7 @@ def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.nda
         f, moved = f_new, abs(f_new - f)
         if moved < SIZE_SETTLED:
             break
-    if best.cost > SIZE_GAIN * base.cost or f < SIZE_GRID[0] + 0.02:
+    if best.cost > SIZE_GAIN * base.cost or abs(f - 1.0) < 0.02:
         return base
     return Placement(best.uv, best.cost, base.cost_at_start, round(f, 4), best.explained)
 

@@ -19,7 +19,7 @@ import numpy as np
 from . import appearance
 from .matting import FIT_CHROMA_WEIGHT, weighted_ycc
 
-SCALE_DETECTED = 1.04        # a body drawn this much larger (linear) than the case's is drawn larger
+SCALE_DETECTED = 1.04        # a body drawn this much larger (linear) than the case's, or as much smaller, is drawn so
 OTHERS_PX = 2                # another object's pixels, grown this far, say nothing of this one
 MODEL_SCALE_STEPS = 4        # fixed-point steps from a drawn size to the model's
 
@@ -83,7 +83,7 @@ def frame0_scales(frame0: np.ndarray, background: np.ndarray, ctx, hidden: np.nd
         weight = np.ones(frame0.shape[:2], np.float32)
         weight[blocked | _others(masks, oid, frame0.shape[:2]) | _in_front(ctx, oid, frame0.shape[:2])] = 0.0
         p = appearance.place_and_size(sprite, image, plate, weight, start, 1.0, softness)
-        if p is not None and p.size >= SCALE_DETECTED:
+        if p is not None and (p.size >= SCALE_DETECTED or p.size <= 1.0 / SCALE_DETECTED):
             out[oid] = round(p.size, 3)
     return out
 

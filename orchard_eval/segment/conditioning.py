@@ -37,7 +37,7 @@ BLUR_STEPS = (0.6, 1.0, 1.5, 2.2)   # Gaussian σ (pixels) an answer's softness 
 BLUR_EXPLAINS = 0.8
 BACKGROUND_LEVELS = 24       # RGB levels (largest channel) a background pixel may differ by and still be the case's
 RIM_INTERIOR_AGREES = 0.9   # share of an object's interior frame 0 must show as the condition frame does
-IN_PLACE_SCALES = (1.05, 1.1, 1.15, 1.2)   # ... or as it does scaled this much about the object's centre
+IN_PLACE_SCALES = (1.05, 1.1, 1.15, 1.2, 0.95, 0.9, 0.85)   # ... or as it does scaled this much about the object's centre
 GROUND_LEVELS = 2 * BACKGROUND_LEVELS   # how far the ground behind a body may be from `ground_from_plate`'s estimate
 BACKGROUND_CHANGED = 0.2     # share of frame 0's background beyond that: the answer shows another background
 

@@ -314,13 +314,14 @@ def place_and_size(sprite: Sprite, image_ycc: np.ndarray, background_ycc: np.nda
                    start: tuple[float, float], scale: float = 1.0, softness: float = 0.0) -> Placement | None:
     """`place`, with the body's size not known (a single image: no frame 0 shows it next to the
     condition frame; a video's frame 0, read once): the sprite is placed at the sizes of SIZE_GRID in
-    turn, up to the first that costs more than the one before; from the best, it is placed again
+    turn, up to the first that costs more than the one before, and where none beyond the case's
+    costs less, at those of SIZE_GRID_DOWN alike (a body drawn smaller); from the best, it is placed again
     (from that place) at the sizes SIZE_FINE around it and the size moves to the vertex of a
     quadratic fitted to those costs by least squares, until it settles (SIZE_ROUNDS, SIZE_SETTLED).
     Place and size trade off (a body that grew on a floor is centred higher), so every size is
     compared at its own best place, and a grid size's search that ends on its window's edge goes on
     from there (EDGE_RESTARTS): a body drawn larger can be centred farther from the silhouette fit
-    at the case's size than one window reaches. A size other than the case's
+    at the case's size than one window reaches. A size other than the case's (by 0.02 or more)
     is kept only where it costs at most SIZE_GAIN of what the case's size costs at its best place."""
     base = place(sprite, image_ycc, background_ycc, weight, start, scale, softness, EDGE_RESTARTS)
     if base is None:

@@ -1,13 +1,13 @@
 """How large an answer draws each body, against the case's rigid model.
 
 The shape prior fits a body's silhouette at the case's size; an answer that draws the body larger
-(another size in its physics, a model that does not keep proportions) then loses the ring of pixels
-between the two outlines and places the centre of the smaller outline. A video's frame 0 shows the
+or smaller (another size in its physics, a model that does not keep proportions) then loses the
+ring of pixels between the two outlines and places the centre of the smaller outline. A video's frame 0 shows the
 input scene, so each body is where the condition frame shows it: `frame0_scales` reads its size
 there from its look (`appearance.place_and_size`: the body as GT frame 0 shows it, scaled and moved
 to where it explains frame 0 best, over frame 0's own background). A factor of SCALE_DETECTED or
-more scales the body's rigid model for the whole answer (`scaled_bodies`), by the factor that draws
-its silhouette that much larger (`model_scale`: a look's size is an image's, a model's is the
+more, or 1 / SCALE_DETECTED or less, scales the body's rigid model for the whole answer
+(`scaled_bodies`), by the factor that draws its silhouette that much larger or smaller (`model_scale`: a look's size is an image's, a model's is the
 body's, and perspective tells them apart for a body close to the camera). A single image (an F-G
 answer) has no frame 0: the shape prior reads the size from the same look on the image itself.
 """
@@ -64,7 +64,8 @@ def frame0_scales(frame0: np.ndarray, background: np.ndarray, ctx, hidden: np.nd
                   ids: set[str], softness: float = 0.0) -> dict[str, float]:
     """Per body of `ids` (those the answer's frame 0 shows where the condition frame does,
     `conditioning.objects_in_place`) that frame 0 (in the case's camera and photometry, `background`
-    its own background, `softness` its rims' blur) draws larger than the case does, the linear factor."""
+    its own background, `softness` its rims' blur) draws larger or smaller than the case does, the
+    linear factor."""
     looks = getattr(ctx, "looks", None)
     masks = {k: m for k, m in (ctx.reference_masks or {}).items() if m is not None and m.shape == frame0.shape[:2]}
     if looks is None or not ids:

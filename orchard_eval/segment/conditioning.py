@@ -143,7 +143,7 @@ class AnswerReference:
     plate_lab: np.ndarray | None = None     # `plate` in Lab, once per answer
     registration: Registration | None = None  # the camera of frame 0
     softness: float = 0.0      # how far the answer smears the objects' rims (`rim_softness`)
-    scales: dict[str, float] = field(default_factory=dict)   # bodies drawn larger than the case's (`body_size.frame0_scales`)
+    scales: dict[str, float] = field(default_factory=dict)   # bodies drawn at another size than the case's (`body_size.frame0_scales`)
 
 
 def t0_objects(ctx) -> np.ndarray:
@@ -223,7 +223,7 @@ def objects_in_place(frame0: np.ndarray, ctx, hidden: np.ndarray | None) -> tupl
     """The objects the answer's frame 0 (in the case's camera and photometry) shows where the
     condition frame shows them — each one's interior agrees within BACKGROUND_LEVELS on
     RIM_INTERIOR_AGREES of its pixels (not hidden), as the condition frame shows it or scaled by one
-    of IN_PLACE_SCALES about its centre (drawn larger) —, and how many objects the condition frame shows."""
+    of IN_PLACE_SCALES about its centre (drawn larger or smaller) —, and how many objects the condition frame shows."""
     cond = ctx.reference_image
     parts = _cached(ctx, "condition_outlines", lambda: _outlines(ctx.reference_masks, cond.shape[:2]))
     diff = channel_difference(frame0, cond)

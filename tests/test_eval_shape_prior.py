@@ -1,6 +1,8 @@
 """The rigid shape prior (orchard_eval/segment/shape_prior.py): exact silhouettes, sub-pixel position
 fits, the rule that only ambiguous pixels are decided by geometry, and look-alike objects matched
 without trusting their labels."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from drawn_scenes import CAM, E, H, K, W, sphere
@@ -670,6 +672,41 @@ def test_a_body_half_drawn_on_its_support_is_placed_where_it_rests_not_sunk_into
     assert M.iou(masks["ball"], shown) >= 0.9
     err = np.linalg.norm(np.array(M.mask_centroid(masks["ball"])) - np.array(M.mask_centroid(shown)))
     assert err < 0.5, (err, notes)
+
+
+def test_a_lifted_fit_that_holds_none_of_its_blob_does_not_empty_it(monkeypatch):
+    # the half-drawn ball of the test above, but its fit lifted out of the floor lands far from the
+    # blob (as on a large box an answer drew smaller, whose fit ran off and agrees with nothing): a
+    # silhouette that holds none of the blob says nothing of which part the answer drew, so the
+    # blob stands instead of being trimmed to that silhouette (which left no pixel)
+    body, z0 = sphere(), 0.3
+    depth = _floor_depth(z0)
+    centre = np.array([0.0213, 0.0, z0 + 0.08])
+    plate = np.full((H, W, 3), 200, np.uint8)
+    plate[int(K[1, 2]):] = (120, 130, 110)
+    cover = _coverage(centre, 0.08)
+    v = CAM.project(centre[None])[0][1]
+    cover[np.arange(H) + 0.5 < v] = 0.0
+    img = cover[..., None] * np.array([200.0, 40.0, 30.0]) + (1 - cover[..., None]) * plate
+    img = np.clip(np.round(img), 0, 255).astype(np.uint8)
+    shown = cover >= 0.5
+    changed = np.abs(img.astype(int) - plate.astype(int)).sum(axis=2) > 12
+    fit_visible = SP._RoiFit.fit_visible
+
+    def run_off(self, ids, blob, *args, **kwargs):
+        fs, hidden, zone = fit_visible(self, ids, blob, *args, **kwargs)
+        if fs is not None:
+            away = np.array([30.0, 0.0])
+            fs = [replace(f, polygon=f.polygon + away, image_centre=tuple(np.asarray(f.image_centre) + away),
+                          iou=0.0) for f in fs]
+        return fs, hidden, zone
+
+    monkeypatch.setattr(SP._RoiFit, "fit_visible", run_off)
+    masks, centres, notes = SP.apply_shape_prior(
+        {"ball": changed}, {"ball": body}, CAM, img, plate, allowed=changed, ambiguous=np.zeros((H, W), bool),
+        unobservable=None, time=None, scene_depth=depth)
+    assert M.iou(masks["ball"], shown) >= 0.9, notes
+    assert any("disagrees" in n for n in notes), notes
 
 
 def test_a_whole_body_its_mask_misses_in_part_keeps_its_fitted_centre():

@@ -75,6 +75,7 @@ RIM_BODY_SHARE = 0.5     # a blob pixel just outside a silhouette on white stays
 LOOK_EXPLAINS = 0.4      # a fit whose look explains this share of the frame's difference from the plate is kept
 LOOK_EXPLAINS_IMAGE = 0.85  # ... in a single image, where an excess may be the body drawn otherwise, this share
 GHOST_COVERS = 0.85      # ... where its blob covers this share of the silhouette's pixels that nothing hides
+PART_HELD = 0.5          # a body drawn in part: its lifted silhouette holds at least this share of its blob
 GHOST_BODY_COLOURED = 0.5  # ... or where less than this share of the blob beyond it shows the body's colour
 GHOST_LOOK_FLOOR = 0.2   # ... and the look explains at least this share (the body is there)
 GHOST_SPAN = 1.5         # a blob's body-coloured pixels over this many of the body's discs span more than it
@@ -1432,6 +1433,15 @@ class _RoiFit:
         return fs, hidden, zone
 
 
+def _held_share(poly: np.ndarray, blob: np.ndarray) -> float:
+    """Share of the blob's pixels that the silhouette, grown by its blended rim (1 px), holds."""
+    n = int(blob.sum())
+    if n == 0:
+        return 0.0
+    inside = cv2.dilate(rasterise(poly, blob.shape).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    return int((blob & inside).sum()) / n
+
+
 def _covered_share(poly: np.ndarray, blob: np.ndarray, hidden: np.ndarray, unobservable: np.ndarray | None
                    ) -> float:
     """Share of the silhouette's pixels that nothing hides (no support, no drawn layer) inside `blob`."""
@@ -1513,10 +1523,12 @@ def _apply_in_roi(masks, bodies, camera, image, plate, allowed, ambiguous, unobs
         f = fs[0]
         moved, hid_there = by_look(oid, f, m, hid)
         g = f if moved is None else moved
-        if f.lifted and _covered_share(g.polygon, m | allowed, hid_there, unobservable) < GHOST_COVERS:
+        if f.lifted and _covered_share(g.polygon, m | allowed, hid_there, unobservable) < GHOST_COVERS \
+                and _held_share(g.polygon, m) >= PART_HELD:
             # a body that fits its blob only sunk into a support, and where it can rest shows the
             # plate on much of its silhouette, is partly drawn: what it shows is its blob within the
-            # lifted fit's silhouette (placed by its look) and its blended rim; no fitted centre is
+            # lifted fit's silhouette (placed by its look) and its blended rim, where that silhouette
+            # holds most of the blob (else the fit found no body in it at all); no fitted centre is
             # reported for it, so its mask's centroid says where it is. Pixels that differ from the
             # plate are drawn, even where the colour gate left them out of the blob (an answer that
             # recolours the body)

@@ -988,7 +988,7 @@ class ClassicalSegmenter:
             keep = best >= GATE_DENSITY / N_BINS
             expected = sum(int(m.sum()) for m in ctx.reference_masks.values() if m is not None)
             if keep.sum() < MIN_COLOURED * expected or (
-                    _off_colour_body(fg, keep, ctx, image, plate) and not _every_object_coloured(densities, models, ctx)):
+                    _off_colour_body(fg, keep, ctx, image, plate) and not _every_object_coloured(densities, list(models), ctx)):
                 # the answer drew the objects in other colours: the changed pixels in an object's
                 # colour cannot make up the objects (a fraction of their size at t = 0), or a
                 # compact piece the size of an object is in none of their colours while some object
